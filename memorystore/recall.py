@@ -1,0 +1,68 @@
+"""Packing recalled memories into a token budget: shared by the service and the middleware.
+
+Token counts are an offline estimate (no tokenizer download): one token per CJK
+character, and about one per four characters of other words, rounded up, plus one per
+punctuation mark. That over-counts the common BPE tokenizers on English and Chinese, so
+a budget is an upper bound in practice.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\s{_CJK}\W]+|[^\s\w]", re.UNICODE)
+ELLIPSIS = "…"
+
+
+def estimate_tokens(text: str) -> int:
+    total = 0
+    for piece in _TOKEN.findall(text):
+        total += math.ceil(len(piece) / 4) if len(piece) > 1 else 1
+    return total
+
+
+def clip(text: str, max_chars: int) -> str:
+    """Cut text to max_chars, marking the cut."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1].rstrip() + ELLIPSIS
+
+
+@dataclass
+class Packed:
+    context: str
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    tokens: int = 0
+    dropped: int = 0  # memories above the floor that did not fit the budget
+
+
+def pack(
+    memories: list[dict[str, Any]],
+    token_budget: int,
+    max_memory_chars: int,
+    threshold: float = 0.0,
+) -> Packed:
+    """Best-first, whole memories only, each clipped to max_memory_chars, under the budget."""
+    ranked = sorted(
+        (m for m in memories if (m.get("score") or 0.0) >= threshold),
+        key=lambda m: m.get("score") or 0.0,
+        reverse=True,
+    )
+    packed = Packed(context="")
+    lines: list[str] = []
+    for mem in ranked:
+        line = "- " + clip(str(mem.get("memory", "")), max_memory_chars)
+        cost = estimate_tokens(line)
+        if packed.tokens + cost > token_budget:
+            packed.dropped += 1
+            continue
+        lines.append(line)
+        packed.tokens += cost
+        packed.memories.append(mem)
+    packed.context = "\n".join(lines)
+    return packed

@@ -1,0 +1,1 @@
+"""The kopf operator that reconciles MemoryStore resources (built in the operator issue)."""

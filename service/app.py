@@ -1,0 +1,286 @@
+"""The memory service's HTTP API: the mem0 Platform subset, recall, health and metrics.
+
+Handlers only parse, authorise and translate errors; the work is in `engine.MemoryEngine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from memorystore.config import ServiceConfig
+from memorystore.recall import pack
+from memorystore.service.engine import MemoryEngine, NotFound, Scope
+from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
+from memorystore.service.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from memorystore.service.schemas import (
+    AddRequest,
+    ListRequest,
+    RecallRequest,
+    ScopeError,
+    SearchRequest,
+    UpdateRequest,
+    split_scope,
+)
+
+log = logging.getLogger("memorystore.service")
+ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
+
+
+def create_app(cfg: ServiceConfig) -> FastAPI:
+    """Build the app; opens the store and loads the embedder now, so bad config fails here."""
+    api_key = cfg.api_key.resolve("apiKey").get_secret_value().encode()
+    engine = MemoryEngine(cfg)
+    idem = IdempotencyStore(cfg.path_in_data_dir(None, "idempotency.db"))
+    metrics = Metrics(engine.count)
+    limits = cfg.limits
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        log.info("memory service for tenant %s ready", cfg.tenant)
+        yield
+        idem.close()
+        engine.close()
+
+    app = FastAPI(
+        title="MemoryStore memory service",
+        summary=f"Long-term memory for tenant {cfg.tenant}",
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.add_middleware(BodyLimitMiddleware, limit=limits.max_request_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    def authorise(authorization: Annotated[str | None, Header()] = None) -> None:
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() not in ("token", "bearer") or not hmac.compare_digest(
+            token.strip().encode(), api_key
+        ):
+            raise HTTPException(
+                401,
+                "missing or wrong API key (send Authorization: Token <key>)",
+                headers={"WWW-Authenticate": "Token"},
+            )
+
+    api = APIRouter(dependencies=[Depends(authorise)])
+
+    def check_texts(texts: list[str], field: str) -> None:
+        cap = limits.max_memory_chars
+        for i, text in enumerate(texts):
+            if len(text) > cap:
+                raise HTTPException(
+                    422, f"{field}[{i}] is longer than limits.maxMemoryChars ({cap})"
+                )
+
+    def check_k(value: int, field: str) -> None:
+        if value > limits.max_top_k:
+            raise HTTPException(422, f"{field} must be at most {limits.max_top_k}")
+
+    def scoped(body: Any, filters: dict[str, Any] | None) -> tuple[Scope, dict[str, Any]]:
+        try:
+            return split_scope(body, filters)
+        except ScopeError as exc:
+            raise HTTPException(400, str(exc)) from None
+
+    def query_scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> Scope:
+        return Scope(user_id=user_id or None, agent_id=agent_id or None, run_id=run_id or None)
+
+    @api.get("/v1/ping/")
+    async def ping() -> dict[str, Any]:
+        # mem0's client refuses to start without an org and a project: one tenant is both.
+        return {"status": "ok", "org_id": cfg.tenant, "project_id": cfg.tenant, "user_email": None}
+
+    @api.post("/v3/memories/add/")
+    @api.post("/v1/memories/")
+    async def add(
+        body: AddRequest,
+        request: Request,
+        idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    ) -> Response:
+        if len(body.messages) > limits.max_messages:
+            raise HTTPException(422, f"messages: at most {limits.max_messages} per request")
+        check_texts([m.content for m in body.messages], "messages.content")
+        scope, _ = scoped(body, None)
+
+        async def run() -> tuple[int, Any]:
+            results = await engine.add(
+                [m.model_dump(exclude_none=True) for m in body.messages],
+                scope,
+                body.metadata,
+                body.infer,
+            )
+            return 200, {"results": results}
+
+        if not idempotency_key:
+            status, payload = await run()
+            return JSONResponse(payload, status)
+        fp = fingerprint("add", request.url.path, body.model_dump(mode="json"))
+        try:
+            status, payload, replayed = await idem.run(idempotency_key, fp, run)
+        except KeyReused as exc:
+            raise HTTPException(422, str(exc)) from None
+        headers = {"Idempotent-Replayed": "true"} if replayed else {}
+        return JSONResponse(payload, status, headers=headers)
+
+    @api.post("/v3/memories/search/")
+    async def search(body: SearchRequest) -> dict[str, Any]:
+        check_k(body.top_k, "top_k")
+        check_texts([body.query], "query")
+        scope, rest = scoped(body, body.filters)
+        threshold = body.threshold if body.threshold is not None else 0.0
+        results = await engine.search(body.query, scope, body.top_k, threshold, rest)
+        return {"results": results}
+
+    @api.post("/v1/recall/")
+    async def recall(body: RecallRequest) -> dict[str, Any]:
+        """Memories packed into a token budget: what an agent injects before a turn."""
+        defaults = cfg.recall
+        top_k = body.top_k or defaults.top_k
+        check_k(top_k, "top_k")
+        check_texts([body.query], "query")
+        scope, rest = scoped(body, body.filters)
+        threshold = defaults.threshold if body.threshold is None else body.threshold
+        found = await engine.search(body.query, scope, top_k, threshold, rest)
+        packed = pack(
+            found,
+            token_budget=defaults.token_budget if body.token_budget is None else body.token_budget,
+            max_memory_chars=body.max_memory_chars or defaults.max_memory_chars,
+            threshold=threshold,
+        )
+        return {
+            "context": packed.context,
+            "memories": packed.memories,
+            "tokens": packed.tokens,
+            "dropped": packed.dropped,
+        }
+
+    @api.post("/v3/memories/")
+    async def list_memories(
+        body: ListRequest,
+        request: Request,
+        page: Annotated[int, Query(ge=1)] = 1,
+        page_size: Annotated[int, Query(ge=1)] = 100,
+    ) -> dict[str, Any]:
+        check_k(page_size, "page_size")
+        scope, _ = scoped(body, body.filters)
+        total, rows = await engine.list(scope, page, page_size)
+
+        def link(p: int) -> str | None:
+            if p < 1 or (p - 1) * page_size >= total:
+                return None
+            return str(request.url.include_query_params(page=p, page_size=page_size))
+
+        return {"count": total, "next": link(page + 1), "previous": link(page - 1), "results": rows}
+
+    @api.get("/v1/memories/{memory_id}/")
+    async def get_one(
+        memory_id: str,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        return await engine.get(memory_id, query_scope(user_id, agent_id, run_id))
+
+    @api.put("/v1/memories/{memory_id}/")
+    async def update_one(
+        memory_id: str,
+        body: UpdateRequest,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        if body.text is None and body.metadata is None:
+            raise HTTPException(422, "give `text` or `metadata` to update")
+        if body.text is not None:
+            check_texts([body.text], "text")
+        scope = query_scope(user_id, agent_id, run_id)
+        return await engine.update(memory_id, scope, body.text, body.metadata)
+
+    @api.delete("/v1/memories/{memory_id}/")
+    async def delete_one(
+        memory_id: str,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        await engine.delete(memory_id, query_scope(user_id, agent_id, run_id))
+        return {"message": "Memory deleted successfully!"}
+
+    @api.delete("/v1/memories/")
+    async def delete_by_entity(
+        user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        scope = query_scope(user_id, agent_id, run_id)
+        if not scope:
+            raise HTTPException(400, "a scope is required: give user_id, agent_id or run_id")
+        deleted = await engine.delete_all(scope)
+        return {"message": "Memories deleted successfully!", "deleted": deleted}
+
+    @api.get("/v1/memories/{memory_id}/history/")
+    async def history(
+        memory_id: str,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return await engine.history(memory_id, query_scope(user_id, agent_id, run_id))
+
+    @api.get("/v1/entities/")
+    async def entities() -> dict[str, Any]:
+        return {"results": await engine.entities()}
+
+    @api.delete("/v2/entities/{entity_type}/{name}/")
+    async def delete_entity(entity_type: str, name: str) -> dict[str, Any]:
+        key = ENTITY_TYPES.get(entity_type)
+        if key is None:
+            raise HTTPException(400, f"entity type {entity_type!r} is not one of user, agent, run")
+        deleted = await engine.delete_all(Scope(**{key: name}))
+        return {"message": "Entity deleted successfully.", "deleted": deleted}
+
+    app.include_router(api)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(engine.check_ready), timeout=5)
+        except Exception as exc:
+            log.warning("not ready: %s", type(exc).__name__)
+            return JSONResponse({"status": "unavailable", "reason": type(exc).__name__}, 503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_endpoint() -> Response:
+        return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 404)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors)
+        return JSONResponse({"detail": detail, "errors": errors}, 422)
+
+    @app.exception_handler(ValueError)
+    async def bad_value(_: Request, exc: ValueError) -> JSONResponse:
+        # mem0 raises ValueError for input it refuses (e.g. an unsupported filter operator).
+        return JSONResponse({"detail": str(exc)}, 400)
+
+    return app

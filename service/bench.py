@@ -1,0 +1,264 @@
+"""`memorystore bench service`: the service's cost over calling mem0 directly, measured.
+
+Per size N, for one user: N adds then S searches, first through the HTTP service (a real
+`memorystore serve` process on loopback) and then directly on mem0's AsyncMemory with the
+same config, in one run; then adds from C concurrent HTTP clients, checked for loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+
+SUBJECTS = ["I", "My sister", "Our team", "The manager", "My friend", "The client", "My son"]
+VERBS = ["visited", "bought", "prefers", "talked about", "planned", "cooked", "painted"]
+OBJECTS = [
+    "a red bicycle",
+    "the museum in Hangzhou",
+    "green tea",
+    "a sales dashboard",
+    "the lake",
+    "matplotlib charts",
+    "a new laptop",
+    "jazz records",
+    "the quarterly report",
+    "dumplings",
+    "a mountain hike",
+    "dark mode",
+    "a violin",
+    "the train to Shanghai",
+    "tomato soup",
+]
+WHEN = ["on Monday", "last week", "in May", "yesterday", "every morning", "at night", "in 2023"]
+
+
+def texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(WHEN)} "
+        f"(note {i})"
+        for i in range(n)
+    ]
+
+
+@dataclass
+class Stats:
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    per_s: float
+
+    @classmethod
+    def of(cls, samples: list[float], wall: float) -> Stats:
+        q = statistics.quantiles(samples, n=100, method="inclusive")
+        return cls(q[49] * 1e3, q[94] * 1e3, q[98] * 1e3, len(samples) / wall)
+
+
+async def _timed(calls: list) -> tuple[list[float], float]:
+    samples = []
+    start = time.perf_counter()
+    for call in calls:
+        t = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - t)
+    return samples, time.perf_counter() - start
+
+
+def _config(data_dir: Path, embedder: str, port: int) -> dict:
+    return {
+        "tenant": "bench",
+        "listen": {"host": "127.0.0.1", "port": port},
+        "dataDir": str(data_dir),
+        "apiKey": {"file": str(data_dir / "api-key"), "generate": True},
+        "vectorStore": {"embedded": {}},
+        "embedder": {"provider": embedder},
+    }
+
+
+class _ServiceProcess:
+    """The service as users run it: `memorystore serve`, its own process."""
+
+    def __init__(self, data_dir: Path, embedder: str) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        data_dir.mkdir(parents=True)
+        cfg = data_dir / "service.yaml"
+        cfg.write_text(yaml.safe_dump(_config(data_dir, embedder, self.port)))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memorystore",
+                "--log-level",
+                "WARNING",
+                "serve",
+                "--config",
+                str(cfg),
+            ],
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{self.url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("memory service did not start")
+            time.sleep(0.2)
+        self.key = (data_dir / "api-key").read_text().strip()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+async def _http_phase(url: str, key: str, adds: list[str], queries: list[str]) -> dict:
+    headers = {"Authorization": f"Token {key}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+
+        def add(text: str):
+            body = {
+                "messages": [{"role": "user", "content": text}],
+                "user_id": "bench",
+                "infer": False,
+            }
+            return lambda: client.post("/v3/memories/add/", json=body)
+
+        def search(q: str):
+            body = {"query": q, "filters": {"user_id": "bench"}, "top_k": 10}
+            return lambda: client.post("/v3/memories/search/", json=body)
+
+        add_s, add_wall = await _timed([add(t) for t in adds])
+        search_s, search_wall = await _timed([search(q) for q in queries])
+    return {"add": Stats.of(add_s, add_wall), "search": Stats.of(search_s, search_wall)}
+
+
+async def _direct_phase(data_dir: Path, embedder: str, adds: list[str], queries: list[str]) -> dict:
+    from mem0 import AsyncMemory
+
+    from memorystore.config import ServiceConfig
+    from memorystore.service.engine import mem0_config
+
+    cfg = ServiceConfig.model_validate(_config(data_dir, embedder, 0))
+    memory = AsyncMemory(mem0_config(cfg))
+    try:
+        add_s, add_wall = await _timed(
+            [lambda t=t: memory.add(t, user_id="bench", infer=False) for t in adds]
+        )
+        search_s, search_wall = await _timed(
+            [lambda q=q: memory.search(q, filters={"user_id": "bench"}, top_k=10) for q in queries]
+        )
+    finally:
+        memory.vector_store.close()
+        memory.db.close()
+    return {"add": Stats.of(add_s, add_wall), "search": Stats.of(search_s, search_wall)}
+
+
+async def _concurrent_adds(url: str, key: str, clients: int, per_client: int) -> dict:
+    headers = {"Authorization": f"Token {key}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+
+        async def writer(w: int) -> int:
+            ok = 0
+            for i in range(per_client):
+                body = {
+                    "messages": [{"role": "user", "content": f"writer {w} wrote fact {i}"}],
+                    "user_id": "concurrent",
+                    "infer": False,
+                }
+                ok += (await client.post("/v3/memories/add/", json=body)).status_code == 200
+            return ok
+
+        start = time.perf_counter()
+        ok = sum(await asyncio.gather(*(writer(w) for w in range(clients))))
+        wall = time.perf_counter() - start
+        listed = await client.post("/v3/memories/", json={"filters": {"user_id": "concurrent"}})
+        stored = listed.json()["count"]
+    sent = clients * per_client
+    return {"clients": clients, "sent": sent, "ok": ok, "stored": stored, "adds_per_s": sent / wall}
+
+
+def _table(results: list[dict], concurrent: dict, embedder: str) -> str:
+    lines = [
+        f"memorystore bench service — embedder {embedder}, one user, embedded Qdrant engine, "
+        f"{os.cpu_count()} CPUs",
+        "",
+        "| size | op | path | p50 ms | p95 ms | p99 ms | ops/s |",
+        "|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for op in ("add", "search"):
+            for path in ("http", "direct"):
+                s = r[path][op]
+                lines.append(
+                    f"| {r['size']} | {op} | {path} | {s.p50_ms:.2f} | {s.p95_ms:.2f} | "
+                    f"{s.p99_ms:.2f} | {s.per_s:.0f} |"
+                )
+            ratio = r["http"][op].p50_ms / r["direct"][op].p50_ms
+            lines.append(f"| {r['size']} | {op} | **http/direct p50** | {ratio:.2f}× | | | |")
+    c = concurrent
+    lines += [
+        "",
+        f"concurrent adds over HTTP: {c['clients']} clients, {c['sent']} sent, {c['ok']} "
+        f"acknowledged, {c['stored']} stored, {c['adds_per_s']:.0f} adds/s",
+    ]
+    return "\n".join(lines)
+
+
+def run_service_bench(
+    sizes: list[int], searches: int, clients: int, embedder: str, as_json: bool
+) -> int:
+    results = []
+    with tempfile.TemporaryDirectory(prefix="memorystore-bench-") as tmp:
+        root = Path(tmp)
+        queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
+        for size in sizes:
+            adds = texts(size, seed=size)
+            print(f"size {size}: HTTP service …", file=sys.stderr)
+            svc = _ServiceProcess(root / f"http-{size}", embedder)
+            try:
+                http = asyncio.run(_http_phase(svc.url, svc.key, adds, queries))
+            finally:
+                svc.stop()
+            print(f"size {size}: direct mem0 …", file=sys.stderr)
+            direct = asyncio.run(_direct_phase(root / f"direct-{size}", embedder, adds, queries))
+            results.append({"size": size, "http": http, "direct": direct})
+        print(f"concurrent adds ({clients} clients) …", file=sys.stderr)
+        svc = _ServiceProcess(root / "concurrent", embedder)
+        try:
+            concurrent = asyncio.run(_concurrent_adds(svc.url, svc.key, clients, 100))
+        finally:
+            svc.stop()
+    if as_json:
+        payload = {
+            "embedder": embedder,
+            "sizes": [
+                {
+                    "size": r["size"],
+                    **{p: {op: asdict(s) for op, s in r[p].items()} for p in ("http", "direct")},
+                }
+                for r in results
+            ],
+            "concurrent": concurrent,
+        }
+        print(json.dumps(payload, indent=2))
+    else:
+        print(_table(results, concurrent, embedder))
+    return 0 if concurrent["stored"] == concurrent["sent"] else 1

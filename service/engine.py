@@ -1,0 +1,364 @@
+"""mem0 underneath the service: one AsyncMemory per process, wired from the ServiceConfig.
+
+mem0's factories and config validators only accept providers from hard-coded lists, and
+none of them knows the embedded Qdrant engine or the offline embedders. The shim is small:
+our classes are added to the factories' `provider_to_class` dicts (what mem0's own
+`LlmFactory.register_provider` does for LLMs) and the matching config objects are built
+with `model_construct`, which skips only the whitelist check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from mem0 import AsyncMemory
+from mem0.configs.base import MemoryConfig
+from mem0.embeddings.configs import EmbedderConfig
+from mem0.llms.base import LLMBase
+from mem0.llms.configs import LlmConfig
+from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
+from mem0.vector_stores.configs import VectorStoreConfig
+from mem0.vector_stores.qdrant import Qdrant
+from pydantic import BaseModel
+
+from memorystore.config import ServiceConfig
+from memorystore.service.embedders import OFFLINE_EMBEDDERS
+from memorystore.spec import EmbedderProvider, LLMProvider
+
+log = logging.getLogger(__name__)
+# mem0 warns on first use that spaCy is missing. Its lemmatiser and entity boosts need
+# spaCy models that are not on PyPI (downloaded at run time), so they stay off by design.
+logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
+
+DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+ENTITY_KEYS = ("user_id", "agent_id", "run_id")
+EDGE_PROVIDER = "memorystore-edge"
+SERVER_PROVIDER = "memorystore-qdrant"
+NO_LLM_PROVIDER = "memorystore-none"
+
+
+class NoLLM(LLMBase):
+    """Stands in for 'no extraction model': the service never calls it (infer is forced off)."""
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+
+    def generate_response(self, messages: list[dict[str, str]], **_: Any) -> str:
+        raise RuntimeError("no extraction model is configured (llm is unset)")
+
+
+class ServerQdrant(Qdrant):
+    """mem0's Qdrant store plus the exact count the service reports in list and metrics."""
+
+    def count(self, filters: dict[str, Any] | None = None) -> int:
+        flt = self._create_filter(filters) if filters else None
+        return self.client.count(self.collection_name, count_filter=flt, exact=True).count
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class EdgeStoreConfig(BaseModel):
+    collection_name: str
+    embedding_model_dims: int
+    path: str
+    keyword_search: bool = False
+
+
+class ServerStoreConfig(BaseModel):
+    collection_name: str
+    embedding_model_dims: int
+    url: str
+    api_key: str | None = None
+
+
+def _register_providers() -> None:
+    for name, cls in OFFLINE_EMBEDDERS.items():
+        EmbedderFactory.provider_to_class[f"memorystore-{name}"] = (
+            f"{cls.__module__}.{cls.__name__}"
+        )
+    VectorStoreFactory.provider_to_class[EDGE_PROVIDER] = (
+        "memorystore.service.edge_store.EdgeVectorStore"
+    )
+    VectorStoreFactory.provider_to_class[SERVER_PROVIDER] = (
+        f"{ServerQdrant.__module__}.{ServerQdrant.__name__}"
+    )
+    LlmFactory.register_provider(NO_LLM_PROVIDER, f"{NoLLM.__module__}.{NoLLM.__name__}")
+
+
+def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
+    """Translate our config into mem0's, resolving secrets (fails at start-up, naming fields)."""
+    _register_providers()
+    emb = cfg.embedder
+    dims = emb.vector_size()
+    if emb.provider in OFFLINE_EMBEDDERS:
+        embedder = EmbedderConfig.model_construct(
+            provider=f"memorystore-{emb.provider}", config={"embedding_dims": dims}
+        )
+    else:
+        key = emb.api_key.resolve("embedder.apiKey").get_secret_value() if emb.api_key else None
+        if emb.provider == EmbedderProvider.OLLAMA:
+            conf = {"model": emb.model, "ollama_base_url": emb.base_url, "embedding_dims": dims}
+            embedder = EmbedderConfig(provider="ollama", config=conf)
+        else:
+            base = emb.base_url or (
+                DASHSCOPE_COMPATIBLE_URL if emb.provider == EmbedderProvider.DASHSCOPE else None
+            )
+            conf = {"model": emb.model, "api_key": key, "embedding_dims": dims}
+            if base:
+                conf["openai_base_url"] = base
+            embedder = EmbedderConfig(provider="openai", config=conf)
+
+    if cfg.llm is None:
+        llm = LlmConfig.model_construct(provider=NO_LLM_PROVIDER, config={})
+    else:
+        key = cfg.llm.api_key.resolve("llm.apiKey").get_secret_value() if cfg.llm.api_key else None
+        conf = {"model": cfg.llm.model, "api_key": key, "temperature": cfg.llm.temperature}
+        if cfg.llm.provider == LLMProvider.OLLAMA:
+            conf.pop("api_key")
+            conf["ollama_base_url"] = cfg.llm.base_url
+            llm = LlmConfig(provider="ollama", config=conf)
+        else:
+            base = cfg.llm.base_url or (
+                DASHSCOPE_COMPATIBLE_URL if cfg.llm.provider == LLMProvider.DASHSCOPE else None
+            )
+            if base:
+                conf["openai_base_url"] = base
+            llm = LlmConfig(provider="openai", config=conf)
+
+    vs = cfg.vector_store
+    store: BaseModel
+    if vs.embedded is not None:
+        path = cfg.path_in_data_dir(vs.embedded.path, "qdrant")
+        store = EdgeStoreConfig(
+            collection_name=vs.collection,
+            embedding_model_dims=dims,
+            path=str(path),
+            keyword_search=vs.keyword_search,
+        )
+        provider = EDGE_PROVIDER
+    else:
+        assert vs.server is not None
+        key = vs.server.api_key.resolve("vectorStore.server.apiKey") if vs.server.api_key else None
+        store = ServerStoreConfig(
+            collection_name=vs.collection,
+            embedding_model_dims=dims,
+            url=vs.server.url,
+            api_key=key.get_secret_value() if key else None,
+        )
+        provider = SERVER_PROVIDER
+    history = cfg.path_in_data_dir(cfg.history.path, "history.db")
+    history.parent.mkdir(parents=True, exist_ok=True)
+    # model_construct all the way down: pydantic re-runs the nested whitelist validators
+    # otherwise. Every part was validated above, by our models or mem0's own.
+    return MemoryConfig.model_construct(
+        vector_store=VectorStoreConfig.model_construct(provider=provider, config=store),
+        llm=llm,
+        embedder=embedder,
+        history_db_path=str(history),
+    )
+
+
+def _tune_history_db(db: Any) -> None:
+    """WAL + synchronous=NORMAL on mem0's history connection.
+
+    mem0 opens SQLite with the defaults (rollback journal, fsync on every commit): 10–20 ms
+    per history row here, the largest part of an add. WAL with NORMAL survives a process
+    crash; a power loss may drop the last commits, the same bound as the embedded vector
+    store's unflushed WAL. The busy timeout covers a second process reading the file.
+    """
+    with db._lock:
+        db.connection.execute("PRAGMA journal_mode=WAL")
+        db.connection.execute("PRAGMA synchronous=NORMAL")
+        db.connection.execute("PRAGMA busy_timeout=5000")
+
+
+class NotFound(LookupError):
+    """An id that does not exist in the caller's scope (404, whether absent or not theirs)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The entity ids a request is confined to; at least one is required."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    def filters(self) -> dict[str, str]:
+        return {k: v for k, v in self.__dict__.items() if v}
+
+    def __bool__(self) -> bool:
+        return bool(self.filters())
+
+    def contains(self, payload: dict[str, Any]) -> bool:
+        return all(payload.get(k) == v for k, v in self.filters().items())
+
+
+class MemoryEngine:
+    """Everything the API does, on one AsyncMemory; the HTTP layer stays thin."""
+
+    def __init__(self, cfg: ServiceConfig) -> None:
+        self.cfg = cfg
+        self.memory = AsyncMemory(mem0_config(cfg))
+        _tune_history_db(self.memory.db)
+        self.infer_available = cfg.llm is not None
+        # Writes to one scope run one at a time: mem0's md5 dedup is read-then-write
+        # (mem0 issue 6515), and our raw-text dedup is too.
+        self._scope_locks: dict[Scope, asyncio.Lock] = {}
+
+    @property
+    def store(self) -> Any:
+        return self.memory.vector_store
+
+    def _lock(self, scope: Scope) -> asyncio.Lock:
+        lock = self._scope_locks.get(scope)
+        if lock is None:
+            lock = self._scope_locks[scope] = asyncio.Lock()
+        return lock
+
+    async def add(
+        self,
+        messages: list[dict[str, Any]],
+        scope: Scope,
+        metadata: dict[str, Any] | None,
+        infer: bool,
+    ) -> list[dict[str, Any]]:
+        infer = infer and self.infer_available
+        async with self._lock(scope):
+            if infer:
+                result = await self.memory.add(
+                    messages, **scope.filters(), metadata=metadata, infer=True
+                )
+                return result["results"]
+            return await self._add_raw(messages, scope, metadata)
+
+    async def _add_raw(
+        self, messages: list[dict[str, Any]], scope: Scope, metadata: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """Store each non-system message as one memory; an identical text in scope is kept once."""
+        results: list[dict[str, Any]] = []
+        for msg in messages:
+            if msg["role"] == "system":
+                continue
+            digest = hashlib.md5(msg["content"].encode()).hexdigest()
+            existing = await asyncio.to_thread(
+                self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
+            )
+            if existing[0]:
+                results.append(
+                    {"id": str(existing[0][0].id), "memory": msg["content"], "event": "NONE"}
+                )
+                continue
+            added = await self.memory.add([msg], **scope.filters(), metadata=metadata, infer=False)
+            results.extend(added["results"])
+        return results
+
+    async def search(
+        self,
+        query: str,
+        scope: Scope,
+        top_k: int,
+        threshold: float,
+        extra_filters: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        filters = {**(extra_filters or {}), **scope.filters()}
+        result = await self.memory.search(query, top_k=top_k, filters=filters, threshold=threshold)
+        return result["results"]
+
+    async def list(
+        self, scope: Scope, page: int, page_size: int
+    ) -> tuple[int, list[dict[str, Any]]]:
+        end = page * page_size
+        rows = await self.memory.get_all(filters=scope.filters(), top_k=end)
+        total = await asyncio.to_thread(self.store.count, scope.filters())
+        return total, rows["results"][end - page_size : end]
+
+    async def _owned(self, memory_id: str, scope: Scope) -> Any:
+        try:
+            uuid.UUID(memory_id)  # mem0 ids are UUIDs; anything else cannot exist
+        except ValueError:
+            raise NotFound(f"memory {memory_id} not found") from None
+        record = await asyncio.to_thread(self.store.get, vector_id=memory_id)
+        if record is None or (scope and not scope.contains(record.payload or {})):
+            raise NotFound(f"memory {memory_id} not found")
+        return record
+
+    async def get(self, memory_id: str, scope: Scope) -> dict[str, Any]:
+        await self._owned(memory_id, scope)
+        item = await self.memory.get(memory_id)
+        if item is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return item
+
+    async def update(
+        self, memory_id: str, scope: Scope, text: str | None, metadata: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        record = await self._owned(memory_id, scope)
+        owner = Scope(**{k: (record.payload or {}).get(k) for k in ENTITY_KEYS})
+        async with self._lock(owner):
+            await self.memory.update(memory_id, text=text, metadata=metadata)
+        return await self.get(memory_id, scope)
+
+    async def delete(self, memory_id: str, scope: Scope) -> None:
+        record = await self._owned(memory_id, scope)
+        owner = Scope(**{k: (record.payload or {}).get(k) for k in ENTITY_KEYS})
+        async with self._lock(owner):
+            await self.memory.delete(memory_id)
+
+    async def delete_all(self, scope: Scope) -> int:
+        async with self._lock(scope):
+            before = await asyncio.to_thread(self.store.count, scope.filters())
+            await self.memory.delete_all(**scope.filters())
+            after = await asyncio.to_thread(self.store.count, scope.filters())
+        return before - after
+
+    async def history(self, memory_id: str, scope: Scope) -> list[dict[str, Any]]:
+        if scope:
+            await self._owned(memory_id, scope)
+        rows = await self.memory.history(memory_id)
+        if not rows:
+            raise NotFound(f"memory {memory_id} not found")
+        return rows
+
+    async def entities(self) -> list[dict[str, Any]]:
+        """Every user / agent / run that owns memories, with counts (a full scan; rare call)."""
+        counts: dict[tuple[str, str], int] = {}
+        points = await asyncio.to_thread(self._scan_all)
+        for point in points:
+            payload = point.payload or {}
+            for key in ENTITY_KEYS:
+                if payload.get(key):
+                    name = (key.removesuffix("_id"), payload[key])
+                    counts[name] = counts.get(name, 0) + 1
+        return [
+            {"type": kind, "name": name, "id": name, "total_memories": n}
+            for (kind, name), n in sorted(counts.items())
+        ]
+
+    def _scan_all(self) -> Iterable[Any]:
+        return self.store.list(filters=None, top_k=1_000_000)[0]
+
+    def count(self) -> int:
+        return int(self.store.count(None))
+
+    def check_ready(self) -> None:
+        """Raise if the vector store or the history DB cannot answer."""
+        self.store.count(None)
+        db = self.memory.db
+        with db._lock:
+            db.connection.execute("SELECT 1").fetchone()
+
+    def close(self) -> None:
+        # mem0 opens a second store lazily for entity links; both hold files open.
+        for store in (self.store, self.memory._entity_store):
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+        self.memory.db.close()
