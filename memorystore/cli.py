@@ -41,6 +41,9 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"memorystore serve: invalid config: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a store or model endpoint that cannot be opened: say which
+        print(f"memorystore serve: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     uvicorn.run(
         app,
         host=cfg.listen.host,
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
     return int(args.func(args) or 0)
 
 

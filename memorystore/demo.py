@@ -57,8 +57,8 @@ async def _play(url: str, api_key: str, language: str) -> None:
         response.raise_for_status()
         recall = response.json()
     print(f"  memory → context ({recall['tokens']} tokens, best first):")
-    for line in recall["context"].splitlines():
-        print(f"    {line}")
+    for memory in recall["memories"]:
+        print(f"    [{memory['score']:.2f}] {memory['memory']}")
 
 
 def run_demo(language: str = "en") -> int:

@@ -83,3 +83,20 @@ def test_help_teaches():
     assert result.returncode == 0
     for word in ("serve", "demo", "bench", "examples:"):
         assert word in result.stdout
+
+
+def test_unreachable_model_endpoint_stops_the_start(tmp_path: Path):
+    cfg = tmp_path / "svc.yaml"
+    cfg.write_text(
+        f"apiKey: {{env: K}}\ndataDir: {tmp_path / 'd'}\n"
+        "embedder: {provider: ollama, model: bge-m3, dimensions: 1024, baseUrl: 'http://127.0.0.1:9'}\n"
+    )
+    result = subprocess.run(
+        [*CLI, "serve", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "K": "k"},
+    )
+    assert result.returncode == 1
+    assert "memorystore serve: cannot start: ConnectionError" in result.stderr

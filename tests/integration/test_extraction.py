@@ -1,4 +1,4 @@
-"""Extraction on (mem0's real OpenAI provider against a scripted chat model) and off."""
+"""Remote model providers through config, against scripted stand-ins; extraction off."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import httpx
 
-from memorystore.config import SecretSource, ServiceLLM
+from memorystore.config import SecretSource, ServiceEmbedder, ServiceLLM
 from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
-from support.scripted_chat import build_app
+from support.scripted_models import build_app
 
 
 def add(svc: ServiceThread, text: str, **extra) -> dict:
@@ -47,7 +47,8 @@ def test_extraction_on_stores_extracted_facts_once(tmp_path: Path, monkeypatch):
             raw = add(svc, "store me verbatim", infer=False)["results"]
             assert [r["memory"] for r in raw] == ["store me verbatim"]
     assert len(calls) == 3
-    assert calls[0]["model"] == "scripted-1"
+    assert calls[0]["body"]["model"] == "scripted-1"
+    assert calls[0]["auth"] == "Bearer sk-scripted"
 
 
 def test_extraction_off_without_a_model_stores_text_as_is(tmp_path: Path):
@@ -59,3 +60,29 @@ def test_extraction_off_without_a_model_stores_text_as_is(tmp_path: Path):
             "I live in Hangzhou and I like dark mode charts"
         ]
         assert result["results"][0]["event"] == "ADD"
+
+
+def test_openai_compatible_embedder_through_config(tmp_path: Path, monkeypatch):
+    calls: list[dict] = []
+    monkeypatch.setenv("EMBED_KEY", "sk-embed")
+    with UvicornThread(build_app(calls)) as models:
+        embedder = ServiceEmbedder(
+            provider="openai",
+            model="text-embedding-scripted",
+            base_url=f"{models.url}/v1",
+            dimensions=512,
+            api_key=SecretSource(env="EMBED_KEY"),
+        )
+        with ServiceThread(embedded_config(tmp_path, embedder=embedder)) as svc:
+            add(svc, "Charts should use dark mode.")
+            add(svc, "Bananas are yellow.")
+            hits = httpx.post(
+                f"{svc.url}/v3/memories/search/",
+                json={"query": "which chart theme?", "user_id": "xu"},
+                headers={"Authorization": f"Token {svc.api_key}"},
+            ).json()["results"]
+            assert hits[0]["memory"] == "Charts should use dark mode."
+    assert {c["path"] for c in calls} == {"/v1/embeddings"}
+    assert {c["auth"] for c in calls} == {"Bearer sk-embed"}
+    assert {c["body"]["model"] for c in calls} == {"text-embedding-scripted"}
+    assert all(c["body"]["dimensions"] == 512 for c in calls)

@@ -1,0 +1,133 @@
+"""How our config becomes mem0's: providers, endpoints, secrets (no model is called here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient
+
+from memorystore.config import ConfigError, ServiceConfig
+from memorystore.service.engine import (
+    DASHSCOPE_COMPATIBLE_URL,
+    EDGE_PROVIDER,
+    NO_LLM_PROVIDER,
+    SERVER_PROVIDER,
+    ServerQdrant,
+    mem0_config,
+)
+
+
+def config(tmp_path: Path, **fields) -> ServiceConfig:
+    return ServiceConfig.model_validate(
+        {"dataDir": str(tmp_path), "apiKey": {"env": "UNUSED"}, **fields}
+    )
+
+
+def test_embedded_default(tmp_path):
+    cfg = mem0_config(config(tmp_path))
+    assert cfg.vector_store.provider == EDGE_PROVIDER
+    assert cfg.vector_store.config.path == str(tmp_path / "qdrant")
+    assert cfg.vector_store.config.embedding_model_dims == 512
+    assert cfg.embedder.provider == "memorystore-use"
+    assert cfg.llm.provider == NO_LLM_PROVIDER
+    assert cfg.history_db_path == str(tmp_path / "history.db")
+
+
+def test_dashscope_uses_its_openai_compatible_endpoint_and_the_key_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
+    cfg = mem0_config(
+        config(
+            tmp_path,
+            embedder={
+                "provider": "dashscope",
+                "model": "text-embedding-v4",
+                "dimensions": 1024,
+                "apiKey": {"env": "DASHSCOPE_API_KEY"},
+            },
+            llm={
+                "provider": "dashscope",
+                "model": "qwen-plus",
+                "apiKey": {"env": "DASHSCOPE_API_KEY"},
+            },
+        )
+    )
+    assert cfg.embedder.provider == "openai"
+    assert cfg.embedder.config == {
+        "model": "text-embedding-v4",
+        "api_key": "sk-ds",
+        "embedding_dims": 1024,
+        "openai_base_url": DASHSCOPE_COMPATIBLE_URL,
+    }
+    assert cfg.llm.provider == "openai"
+    assert cfg.llm.config["openai_base_url"] == DASHSCOPE_COMPATIBLE_URL
+    assert cfg.llm.config["model"] == "qwen-plus" and cfg.llm.config["api_key"] == "sk-ds"
+    assert cfg.vector_store.config.embedding_model_dims == 1024
+
+
+def test_ollama_models_take_a_base_url_and_no_key(tmp_path):
+    cfg = mem0_config(
+        config(
+            tmp_path,
+            embedder={
+                "provider": "ollama",
+                "model": "bge-m3",
+                "dimensions": 1024,
+                "baseUrl": "http://ollama:11434",
+            },
+            llm={"provider": "ollama", "model": "qwen3", "baseUrl": "http://ollama:11434"},
+        )
+    )
+    assert cfg.embedder.provider == "ollama"
+    assert cfg.embedder.config["ollama_base_url"] == "http://ollama:11434"
+    assert cfg.llm.provider == "ollama" and "api_key" not in cfg.llm.config
+
+
+def test_qdrant_server_with_key_from_a_mounted_file(tmp_path):
+    key = tmp_path / "qdrant-key"
+    key.write_text("qk-123\n")
+    cfg = mem0_config(
+        config(
+            tmp_path,
+            vectorStore={"server": {"url": "http://qdrant:6333", "apiKey": {"file": str(key)}}},
+        )
+    )
+    assert cfg.vector_store.provider == SERVER_PROVIDER
+    assert cfg.vector_store.config.url == "http://qdrant:6333"
+    assert cfg.vector_store.config.api_key == "qk-123"
+
+
+def test_a_missing_provider_key_fails_naming_the_field(tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    cfg = config(
+        tmp_path,
+        embedder={
+            "provider": "openai",
+            "model": "m",
+            "dimensions": 8,
+            "apiKey": {"env": "NO_SUCH_KEY"},
+        },
+    )
+    with pytest.raises(ConfigError, match=r"embedder\.apiKey: environment variable NO_SUCH_KEY"):
+        mem0_config(cfg)
+
+
+def test_server_store_counts_with_filters():
+    # No Qdrant server binary is obtainable here; qdrant-client's in-memory mode runs the
+    # same client calls our subclass adds to mem0's Qdrant store.
+    store = ServerQdrant(
+        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
+    )
+    ids = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
+    store.insert(
+        vectors=[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]],
+        ids=ids,
+        payloads=[
+            {"user_id": "a", "data": "x"},
+            {"user_id": "a", "data": "y"},
+            {"user_id": "b", "data": "z"},
+        ],
+    )
+    assert store.count(None) == 3
+    assert store.count({"user_id": "a"}) == 2
+    store.close()
