@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from memorystore.config import ServiceConfig
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
+from memorystore.service.keyed_locks import KeyedLocks
 from memorystore.spec import EmbedderProvider, LLMProvider
 
 log = logging.getLogger(__name__)
@@ -210,19 +211,14 @@ class MemoryEngine:
         self.memory = AsyncMemory(mem0_config(cfg))
         _tune_history_db(self.memory.db)
         self.infer_available = cfg.llm is not None
-        # Writes to one scope run one at a time: mem0's md5 dedup is read-then-write
-        # (mem0 issue 6515), and our raw-text dedup is too.
-        self._scope_locks: dict[Scope, asyncio.Lock] = {}
+        # mem0's md5 dedup is read-then-write (mem0 issue 6515), and so is ours for raw text:
+        # extraction runs one at a time per scope (its facts are unknown in advance); a raw
+        # write only excludes writes of the same text to the same scope.
+        self._locks = KeyedLocks()
 
     @property
     def store(self) -> Any:
         return self.memory.vector_store
-
-    def _lock(self, scope: Scope) -> asyncio.Lock:
-        lock = self._scope_locks.get(scope)
-        if lock is None:
-            lock = self._scope_locks[scope] = asyncio.Lock()
-        return lock
 
     async def add(
         self,
@@ -231,14 +227,13 @@ class MemoryEngine:
         metadata: dict[str, Any] | None,
         infer: bool,
     ) -> list[dict[str, Any]]:
-        infer = infer and self.infer_available
-        async with self._lock(scope):
-            if infer:
+        if infer and self.infer_available:
+            async with self._locks.hold(scope):
                 result = await self.memory.add(
                     messages, **scope.filters(), metadata=metadata, infer=True
                 )
-                return result["results"]
-            return await self._add_raw(messages, scope, metadata)
+            return result["results"]
+        return await self._add_raw(messages, scope, metadata)
 
     async def _add_raw(
         self, messages: list[dict[str, Any]], scope: Scope, metadata: dict[str, Any] | None
@@ -303,18 +298,18 @@ class MemoryEngine:
     ) -> dict[str, Any]:
         record = await self._owned(memory_id, scope)
         owner = Scope(**{k: (record.payload or {}).get(k) for k in ENTITY_KEYS})
-        async with self._lock(owner):
+        async with self._locks.hold(owner):
             await self.memory.update(memory_id, text=text, metadata=metadata)
         return await self.get(memory_id, scope)
 
     async def delete(self, memory_id: str, scope: Scope) -> None:
         record = await self._owned(memory_id, scope)
         owner = Scope(**{k: (record.payload or {}).get(k) for k in ENTITY_KEYS})
-        async with self._lock(owner):
+        async with self._locks.hold(owner):
             await self.memory.delete(memory_id)
 
     async def delete_all(self, scope: Scope) -> int:
-        async with self._lock(scope):
+        async with self._locks.hold(scope):
             before = await asyncio.to_thread(self.store.count, scope.filters())
             await self.memory.delete_all(**scope.filters())
             after = await asyncio.to_thread(self.store.count, scope.filters())

@@ -12,10 +12,11 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from memorystore.service.keyed_locks import KeyedLocks
 
 
 class KeyReused(ValueError):
@@ -38,7 +39,7 @@ class IdempotencyStore:
             "status INTEGER, response TEXT, created REAL)"
         )
         self._mutex = threading.Lock()
-        self._key_locks: dict[str, asyncio.Lock] = {}
+        self._key_locks = KeyedLocks()
         self.ttl = ttl_seconds
 
     def _get(self, key: str) -> tuple[str, int, str] | None:
@@ -57,21 +58,11 @@ class IdempotencyStore:
             )
             self._db.execute("DELETE FROM idempotency WHERE created<?", (time.time() - self.ttl,))
 
-    @asynccontextmanager
-    async def _serialised(self, key: str) -> AsyncIterator[None]:
-        lock = self._key_locks.setdefault(key, asyncio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and self._key_locks.get(key) is lock:
-                del self._key_locks[key]
-
     async def run(
         self, key: str, fp: str, action: Callable[[], Awaitable[tuple[int, Any]]]
     ) -> tuple[int, Any, bool]:
         """Run `action` once per key; returns (status, body, replayed)."""
-        async with self._serialised(key):
+        async with self._key_locks.hold(key):
             row = await asyncio.to_thread(self._get, key)
             if row is not None:
                 if row[0] != fp:
