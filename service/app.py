@@ -36,6 +36,16 @@ log = logging.getLogger("memorystore.service")
 ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
 
 
+def query_scope(
+    user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+) -> Scope:
+    """Entity ids given as query parameters (calls on one memory, delete by entity)."""
+    return Scope(user_id=user_id or None, agent_id=agent_id or None, run_id=run_id or None)
+
+
+QueryScope = Annotated[Scope, Depends(query_scope)]
+
+
 def create_app(cfg: ServiceConfig) -> FastAPI:
     """Build the app; opens the store and loads the embedder now, so bad config fails here."""
     api_key = cfg.api_key.resolve("apiKey").get_secret_value().encode()
@@ -90,9 +100,6 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             return split_scope(body, filters)
         except ScopeError as exc:
             raise HTTPException(400, str(exc)) from None
-
-    def query_scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> Scope:
-        return Scope(user_id=user_id or None, agent_id=agent_id or None, run_id=run_id or None)
 
     @api.get("/v1/ping/")
     async def ping() -> dict[str, Any]:
@@ -182,57 +189,32 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         return {"count": total, "next": link(page + 1), "previous": link(page - 1), "results": rows}
 
     @api.get("/v1/memories/{memory_id}/")
-    async def get_one(
-        memory_id: str,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
-        return await engine.get(memory_id, query_scope(user_id, agent_id, run_id))
+    async def get_one(memory_id: str, scope: QueryScope) -> dict[str, Any]:
+        return await engine.get(memory_id, scope)
 
     @api.put("/v1/memories/{memory_id}/")
-    async def update_one(
-        memory_id: str,
-        body: UpdateRequest,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
+    async def update_one(memory_id: str, body: UpdateRequest, scope: QueryScope) -> dict[str, Any]:
         if body.text is None and body.metadata is None:
             raise HTTPException(422, "give `text` or `metadata` to update")
         if body.text is not None:
             check_texts([body.text], "text")
-        scope = query_scope(user_id, agent_id, run_id)
         return await engine.update(memory_id, scope, body.text, body.metadata)
 
     @api.delete("/v1/memories/{memory_id}/")
-    async def delete_one(
-        memory_id: str,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
-        await engine.delete(memory_id, query_scope(user_id, agent_id, run_id))
+    async def delete_one(memory_id: str, scope: QueryScope) -> dict[str, Any]:
+        await engine.delete(memory_id, scope)
         return {"message": "Memory deleted successfully!"}
 
     @api.delete("/v1/memories/")
-    async def delete_by_entity(
-        user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
-    ) -> dict[str, Any]:
-        scope = query_scope(user_id, agent_id, run_id)
+    async def delete_by_entity(scope: QueryScope) -> dict[str, Any]:
         if not scope:
             raise HTTPException(400, "a scope is required: give user_id, agent_id or run_id")
         deleted = await engine.delete_all(scope)
         return {"message": "Memories deleted successfully!", "deleted": deleted}
 
     @api.get("/v1/memories/{memory_id}/history/")
-    async def history(
-        memory_id: str,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return await engine.history(memory_id, query_scope(user_id, agent_id, run_id))
+    async def history(memory_id: str, scope: QueryScope) -> list[dict[str, Any]]:
+        return await engine.history(memory_id, scope)
 
     @api.get("/v1/entities/")
     async def entities() -> dict[str, Any]:

@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import yaml
 
+from memorystore.service.runner import wait_until_ready
+
 SUBJECTS = ["I", "My sister", "Our team", "The manager", "My friend", "The client", "My son"]
 VERBS = ["visited", "bought", "prefers", "talked about", "planned", "cooked", "painted"]
 OBJECTS = [
@@ -112,16 +114,7 @@ class _ServiceProcess:
             ],
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{self.url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("memory service did not start")
-            time.sleep(0.2)
+        wait_until_ready(self.url, self.proc)
         self.key = (data_dir / "api-key").read_text().strip()
 
     def stop(self) -> None:

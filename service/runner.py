@@ -5,12 +5,14 @@ The real server on a real loopback socket, so callers exercise HTTP end to end.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
+import httpx
 import uvicorn
 
 from memorystore.config import (
@@ -38,6 +40,22 @@ def embedded_config(
     }
     fields.update(overrides)
     return ServiceConfig(**fields)
+
+
+def wait_until_ready(url: str, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
+    """Poll `url`/readyz until 200; fail early if the process exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"memory service exited with status {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"memory service at {url} not ready after {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 class UvicornThread:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from memorystore.service.runner import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "memorystore"]
@@ -48,16 +49,7 @@ def test_example_config_serves_as_is(tmp_path: Path):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "service did not become ready"
-            time.sleep(0.2)
+        wait_until_ready(f"http://127.0.0.1:{port}", proc)
         headers = {"Authorization": "Token example-key"}
         added = httpx.post(
             f"http://127.0.0.1:{port}/v3/memories/add/",
