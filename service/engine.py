@@ -244,15 +244,17 @@ class MemoryEngine:
             if msg["role"] == "system":
                 continue
             digest = hashlib.md5(msg["content"].encode()).hexdigest()
-            existing = await asyncio.to_thread(
-                self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
-            )
-            if existing[0]:
-                results.append(
-                    {"id": str(existing[0][0].id), "memory": msg["content"], "event": "NONE"}
+            async with self._locks.hold((scope, digest)):
+                existing = await asyncio.to_thread(
+                    self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
                 )
-                continue
-            added = await self.memory.add([msg], **scope.filters(), metadata=metadata, infer=False)
+                if existing[0]:
+                    found = {"id": str(existing[0][0].id), "memory": msg["content"]}
+                    results.append({**found, "event": "NONE"})
+                    continue
+                added = await self.memory.add(
+                    [msg], **scope.filters(), metadata=metadata, infer=False
+                )
             results.extend(added["results"])
         return results
 

@@ -100,6 +100,20 @@ async def test_concurrent_writers_lose_and_duplicate_nothing(service):
         assert sorted(texts) == sorted(f"writer {w} fact {i}" for w in range(8) for i in range(25))
 
 
+async def test_the_same_text_written_concurrently_is_stored_once(service):
+    headers = {"Authorization": f"Token {service.api_key}"}
+    body = {"messages": [{"role": "user", "content": "I live in Hangzhou"}], "user_id": "twin"}
+    async with httpx.AsyncClient(base_url=service.url, headers=headers, timeout=60) as client:
+        responses = await asyncio.gather(
+            *(client.post("/v3/memories/add/", json=body) for _ in range(8))
+        )
+        events = sorted(r.json()["results"][0]["event"] for r in responses)
+        assert events == ["ADD"] + ["NONE"] * 7
+        assert len({r.json()["results"][0]["id"] for r in responses}) == 1
+        listed = await client.post("/v3/memories/", json={"filters": {"user_id": "twin"}})
+        assert listed.json()["count"] == 1
+
+
 async def test_idempotent_retries_store_once(service):
     headers = {"Authorization": f"Token {service.api_key}", "Idempotency-Key": "reply-42"}
     body = {"messages": [{"role": "user", "content": "remember the milk"}], "user_id": "ida"}
