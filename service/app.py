@@ -66,7 +66,6 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         summary=f"Long-term memory for tenant {cfg.tenant}",
         lifespan=lifespan,
     )
-    app.state.engine = engine
     app.add_middleware(BodyLimitMiddleware, limit=limits.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
