@@ -10,7 +10,7 @@ BIN        := $(VENV)/bin
 export PYTHONSAFEPATH := 1
 export MEM0_TELEMETRY := False
 
-.PHONY: install demo test lint format bench-service lock clean
+.PHONY: install demo test lint format tools cluster-up kind-e2e bench-service lock clean
 
 install: $(VENV)/.installed
 
@@ -25,8 +25,30 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 demo: install
 	$(BIN)/memorystore demo
 
-test: install lint
+# Lint, build (or reuse) the pinned Kubernetes binaries, then every test: unit, integration
+# and the cluster tests on a local control plane (or on $$KUBECONFIG when it is set).
+test: install lint tools
 	$(BIN)/pytest
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm,
+# built from pinned Go modules into ~/.cache/memorystore/k8s-tools (minutes the first time).
+tools: install
+	$(BIN)/memorystore dev tools
+
+# A local control plane on loopback until Ctrl-C; prints the KUBECONFIG to export.
+cluster-up: tools
+	$(BIN)/memorystore dev cluster
+
+# The same cluster test suite on a kind cluster, for machines with Docker and kind
+# (not this one: no Docker engine runs here).
+KIND_CLUSTER ?= memorystore-e2e
+KIND_KUBECONFIG ?= $(CURDIR)/.kind-$(KIND_CLUSTER).kubeconfig
+kind-e2e: install tools
+	@docker info >/dev/null 2>&1 || { echo "kind-e2e needs a running Docker engine"; exit 2; }
+	@command -v kind >/dev/null || { echo "kind-e2e needs kind on PATH (go install sigs.k8s.io/kind)"; exit 2; }
+	kind create cluster --name $(KIND_CLUSTER) --kubeconfig $(KIND_KUBECONFIG) --wait 120s
+	KUBECONFIG=$(KIND_KUBECONFIG) $(BIN)/pytest tests/e2e; status=$$?; \
+	  kind delete cluster --name $(KIND_CLUSTER); rm -f $(KIND_KUBECONFIG); exit $$status
 
 lint: install
 	$(BIN)/ruff check .

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -15,6 +16,7 @@ examples:
   memorystore serve --config examples/service.yaml     run the memory service
   memorystore demo                                      cross-session memory, offline
   memorystore bench service --sizes 1000,10000          latency and throughput table
+  memorystore dev cluster                               a local Kubernetes control plane
 
 Configuration reference: README.md ("Service configuration").
 """
@@ -74,6 +76,35 @@ def _bench(args: argparse.Namespace) -> int:
     )
 
 
+def _dev_tools(args: argparse.Namespace) -> int:
+    from memorystore.devcluster import build
+
+    code = build.main(["--tools", args.tools] if args.tools else [])
+    if code == 0:
+        build.kwok_stages()
+    return code
+
+
+def _dev_cluster(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from memorystore.devcluster.build import ensure_tools
+    from memorystore.devcluster.cluster import LocalCluster
+    from memorystore.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
+
+    tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LocalCluster(tools) as cluster:
+        print(f"\nexport KUBECONFIG={cluster.kubeconfig}")
+        print(f"kubectl: {tools['kubectl']}   helm: {tools['helm']}")
+        print("Ctrl-C (or SIGTERM) stops the cluster and removes its files.")
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memorystore",
@@ -121,6 +152,26 @@ def build_parser() -> argparse.ArgumentParser:
     svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
     svc.set_defaults(func=_bench)
+
+    dev = sub.add_parser("dev", help="developer tools: a local Kubernetes control plane")
+    dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")
+    tools = dev_sub.add_parser(
+        "tools",
+        help="build (or reuse) the pinned Kubernetes binaries",
+        description="Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+        "kubectl, kwok and helm from pinned Go modules into ~/.cache/memorystore/k8s-tools "
+        "(minutes the first time, cached afterwards).",
+    )
+    tools.add_argument("--tools", help="comma-separated subset (default: all)")
+    tools.set_defaults(func=_dev_tools)
+    cluster = dev_sub.add_parser(
+        "cluster",
+        help="run a local control plane until Ctrl-C",
+        description="Start etcd, kube-apiserver (RBAC, ServiceAccount tokens, default "
+        "admission), kube-controller-manager, kube-scheduler and kwok with one simulated "
+        "node on free loopback ports; print the KUBECONFIG; stop everything on Ctrl-C.",
+    )
+    cluster.set_defaults(func=_dev_cluster)
     return parser
 
 
