@@ -244,3 +244,50 @@ class MemoryStoreSpec(Model):
         DeletionPolicy.RETAIN, description="Retain keeps volumes and data on deletion."
     )
     suspend: bool = Field(False, description="Scale to zero and keep the data.")
+
+
+# --- the resource around the spec -----------------------------------------------------------
+
+GROUP = "memorystore.dev"
+VERSION = "v1alpha1"
+KIND = "MemoryStore"
+PLURAL = "memorystores"
+SINGULAR = "memorystore"
+SHORT_NAMES = ["mstore"]
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    """A status condition, as in the Kubernetes API conventions."""
+
+    type: str = Field(description="Ready, VectorStoreReady, ServiceReady, SpecValid, …")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(description="CamelCase reason, for machines.")
+    message: str = Field("", description="What is wrong and what to do, for people.")
+    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(None, description="Generation it describes.")
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"  # children created, not ready yet
+    READY = "Ready"
+    DEGRADED = "Degraded"  # was ready, a part is not
+    FAILED = "Failed"  # the spec cannot be realised; fix it
+    SUSPENDED = "Suspended"
+    DELETING = "Deleting"
+
+
+class MemoryStoreStatus(Model):
+    """What the operator observed; written only by the operator (status subresource)."""
+
+    observed_generation: int | None = Field(None, description="Last generation reconciled.")
+    phase: Phase | None = Field(None, description="A one-word summary of the conditions.")
+    conditions: list[Condition] = Field(default_factory=list, description="Detailed state.")
+    endpoint: str | None = Field(None, description="The memory service URL inside the cluster.")
+    client_config_map: str | None = Field(None, description="ConfigMap agent pods mount.")
+    client_secret: str | None = Field(None, description="Secret with the service key.")

@@ -1,0 +1,164 @@
+"""Status from what was observed: pure functions, so every reason and message is unit-tested.
+
+Conditions follow the Kubernetes API conventions: one per aspect (SpecValid,
+VectorStoreReady, ServiceReady) plus Ready; `lastTransitionTime` changes only when a
+condition's status changes; `phase` is a one-word summary for `kubectl get`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memorystore.spec import Condition, ConditionStatus, MemoryStoreStatus, Phase
+
+READY = "Ready"
+SPEC_VALID = "SpecValid"
+VECTOR_STORE_READY = "VectorStoreReady"
+SERVICE_READY = "ServiceReady"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A StatefulSet or Deployment the store needs, as observed (None: not found)."""
+
+    kind: str
+    name: str
+    obj: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Observed:
+    generation: int
+    suspended: bool
+    spec_error: str | None = None  # a spec the operator cannot realise
+    vector_store: Workload | None = None  # None for an external Qdrant
+    external_vector_store: str | None = None  # its URL, when external
+    service: Workload | None = None
+    pending_claims: list[str] = field(default_factory=list)  # PVCs not Bound
+    endpoint: str | None = None
+    client_config_map: str | None = None
+    client_secret: str | None = None
+
+
+def workload_state(workload: Workload) -> tuple[bool, str, str]:
+    """(ready, reason, message) for one workload, from its status as the controllers report."""
+    obj = workload.obj
+    if obj is None:
+        return False, "NotFound", f"{workload.kind} {workload.name} does not exist yet"
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    want = int(spec.get("replicas", 1))
+    ready = int(status.get("readyReplicas") or 0)
+    generation = obj.get("metadata", {}).get("generation")
+    if generation is not None and status.get("observedGeneration", 0) < generation:
+        return False, "RollingOut", f"{workload.kind} {workload.name} is applying a new revision"
+    if want == 0:
+        return True, "ScaledToZero", f"{workload.kind} {workload.name} has 0 replicas"
+    updated = int(status.get("updatedReplicas") or 0)
+    if ready >= want and updated >= want:
+        return True, "Ready", f"{workload.kind} {workload.name}: {ready}/{want} replicas ready"
+    return False, "NotReady", f"{workload.kind} {workload.name}: {ready}/{want} replicas ready"
+
+
+def set_condition(
+    conditions: list[Condition],
+    type_: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    now: str,
+    generation: int,
+) -> list[Condition]:
+    """Replace `type_` in `conditions`, keeping lastTransitionTime when status is unchanged."""
+    previous = next((c for c in conditions if c.type == type_), None)
+    since = previous.last_transition_time if previous and previous.status == status else now
+    updated = Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    return [c for c in conditions if c.type != type_] + [updated]
+
+
+def _flag(ok: bool) -> ConditionStatus:
+    return ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+
+
+def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) -> MemoryStoreStatus:
+    """The next status: conditions per aspect, then Ready and the phase that summarise them."""
+    gen = observed.generation
+    conds = list(previous.conditions)
+
+    if observed.spec_error:
+        conds = set_condition(
+            conds, SPEC_VALID, ConditionStatus.FALSE, "InvalidSpec", observed.spec_error, now, gen
+        )
+        conds = set_condition(
+            conds, READY, ConditionStatus.FALSE, "InvalidSpec", observed.spec_error, now, gen
+        )
+        return _status(observed, conds, Phase.FAILED)
+    conds = set_condition(conds, SPEC_VALID, ConditionStatus.TRUE, "Valid", "", now, gen)
+
+    if observed.vector_store is None:
+        vs_ok, vs_reason = True, "External"
+        vs_msg = f"external Qdrant at {observed.external_vector_store}"
+    else:
+        vs_ok, vs_reason, vs_msg = workload_state(observed.vector_store)
+    svc_ok, svc_reason, svc_msg = (
+        workload_state(observed.service)
+        if observed.service
+        else (False, "NotFound", "memory service not created yet")
+    )
+    if observed.pending_claims and not svc_ok:
+        svc_reason = "VolumePending"
+        svc_msg = (
+            f"waiting for PersistentVolumeClaim {', '.join(observed.pending_claims)} "
+            "to be bound (is there a default StorageClass?)"
+        )
+    conds = set_condition(conds, VECTOR_STORE_READY, _flag(vs_ok), vs_reason, vs_msg, now, gen)
+    conds = set_condition(conds, SERVICE_READY, _flag(svc_ok), svc_reason, svc_msg, now, gen)
+
+    if observed.suspended:
+        conds = set_condition(
+            conds,
+            READY,
+            ConditionStatus.FALSE,
+            "Suspended",
+            "spec.suspend is true: scaled to zero, data kept",
+            now,
+            gen,
+        )
+        return _status(observed, conds, Phase.SUSPENDED)
+    ready = vs_ok and svc_ok
+    if ready:
+        conds = set_condition(
+            conds,
+            READY,
+            ConditionStatus.TRUE,
+            "Ready",
+            f"memory service at {observed.endpoint}",
+            now,
+            gen,
+        )
+        return _status(observed, conds, Phase.READY)
+    blocking = svc_msg if vs_ok else vs_msg
+    reason = svc_reason if vs_ok else vs_reason
+    conds = set_condition(conds, READY, ConditionStatus.FALSE, reason, blocking, now, gen)
+    was_ready = previous.phase in (Phase.READY, Phase.DEGRADED)
+    return _status(observed, conds, Phase.DEGRADED if was_ready else Phase.PENDING)
+
+
+def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryStoreStatus:
+    order = {READY: 0, SPEC_VALID: 1, VECTOR_STORE_READY: 2, SERVICE_READY: 3}
+    return MemoryStoreStatus(
+        observed_generation=observed.generation,
+        phase=phase,
+        conditions=sorted(conds, key=lambda c: order.get(c.type, 9)),
+        endpoint=observed.endpoint,
+        client_config_map=observed.client_config_map,
+        client_secret=observed.client_secret,
+    )
