@@ -105,6 +105,29 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator(args: argparse.Namespace) -> int:
+    import kopf
+    from prometheus_client import start_http_server
+
+    import memorystore.operator.handlers  # noqa: F401  (registers the handlers)
+
+    if args.all_namespaces == bool(args.namespace):
+        print(
+            "memorystore operator: give --namespace (repeatable) or --all-namespaces",
+            file=sys.stderr,
+        )
+        return 2
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    kopf.run(
+        standalone=True,
+        clusterwide=args.all_namespaces,
+        namespaces=args.namespace or [],
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memorystore",
@@ -152,6 +175,20 @@ def build_parser() -> argparse.ArgumentParser:
     svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
     svc.set_defaults(func=_bench)
+
+    op = sub.add_parser(
+        "operator",
+        help="run the MemoryStore operator (kopf)",
+        description="Reconcile MemoryStore resources into Qdrant, the memory service and "
+        "the client config agent pods mount. Uses the in-cluster account, or $KUBECONFIG.",
+    )
+    op.add_argument("--namespace", action="append", help="watch this namespace (repeatable)")
+    op.add_argument("--all-namespaces", action="store_true", help="watch every namespace")
+    op.add_argument(
+        "--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL"
+    )
+    op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus port (0: off)")
+    op.set_defaults(func=_operator)
 
     dev = sub.add_parser("dev", help="developer tools: a local Kubernetes control plane")
     dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")

@@ -33,6 +33,7 @@ from memorystore.devcluster.pki import PKI, Pair
 
 Log = Callable[[str], None]
 NODE_NAME = "kwok-node-0"
+VOLUMES = 24  # pre-provisioned PersistentVolumes
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 _PR_SET_PDEATHSIG = 1
@@ -215,6 +216,8 @@ class LocalCluster:
         )
         with self.client() as api:
             api.post("/api/v1/nodes", json=_fake_node()).raise_for_status()
+            for i in range(VOLUMES):
+                api.post("/api/v1/persistentvolumes", json=_volume(i)).raise_for_status()
             self._wait("node", lambda: _node_ready(api), 60)
             # the ServiceAccount controller (kube-controller-manager) is working
             self._wait(
@@ -344,6 +347,23 @@ def _fake_node() -> dict[str, Any]:
         "status": {
             "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
             "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+        },
+    }
+
+
+def _volume(i: int) -> dict[str, Any]:
+    """A pre-provisioned volume on the simulated node: no storage provisioner runs here, so
+    claims without a StorageClass bind to these (static provisioning), as on bare metal."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"local-pv-{i:03d}", "labels": {"memorystore.dev/local": "true"}},
+        "spec": {
+            "capacity": {"storage": "20Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": f"/tmp/kwok-volumes/{i:03d}"},
         },
     }
 

@@ -1,0 +1,441 @@
+"""The MemoryStore CustomResourceDefinition, generated from the pydantic spec model.
+
+`memorystore/spec.py` is the one source of truth: this module turns its JSON Schema into a
+Kubernetes *structural* OpenAPI v3 schema and adds what JSON Schema cannot say (CEL rules,
+printer columns, the status subresource). The checked-in `crds/memorystore.yaml` is its
+output; a unit test fails when the two differ.
+
+    PYTHONSAFEPATH=1 .venv/bin/python -m memorystore.operator.crd --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, NoDefault
+from pydantic_core import core_schema
+
+from memorystore.spec import (
+    GROUP,
+    KIND,
+    OFFLINE_EMBEDDER_DIMS,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    EmbedderProvider,
+    MemoryStoreSpec,
+    MemoryStoreStatus,
+)
+
+CRD_NAME = f"{PLURAL}.{GROUP}"
+API_VERSION = f"{GROUP}/{VERSION}"
+CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / "memorystore.yaml"
+REGENERATE_COMMAND = "PYTHONSAFEPATH=1 .venv/bin/python -m memorystore.operator.crd --write"
+READY_JSONPATH = '.status.conditions[?(@.type=="Ready")].status'
+
+Schema = dict[str, Any]
+
+# Keywords a structural schema may carry that pydantic emits; anything else fails the render,
+# so a model change that Kubernetes cannot express is caught here, not by the API server.
+_KEPT = (
+    "type",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "format",
+    "required",
+)
+_DROPPED = ("title", "$defs", "examples")
+
+_OFFLINE = list(OFFLINE_EMBEDDER_DIMS)
+_REMOTE = [str(p) for p in EmbedderProvider if str(p) not in OFFLINE_EMBEDDER_DIMS]
+
+
+def _cel_list(values: list[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _immutable(path: str, why: str) -> Schema:
+    return {
+        "rule": "self == oldSelf",
+        "message": f"{path} is immutable: {why}; create a new MemoryStore to change it",
+    }
+
+
+_QUANTITY = "must be a Kubernetes quantity such as 500m, 256Mi or 1Gi"
+_OFFLINE_DIMS_MAP = "{" + ", ".join(f"'{k}': {v}" for k, v in OFFLINE_EMBEDDER_DIMS.items()) + "}"
+
+# CEL rules (x-kubernetes-validations) by schema path. Each message names the field, since
+# it is what `kubectl apply` prints. On a request every defaulted field is present, but the
+# API server also checks each rule against the bare `default: {}` of its object, so rules
+# guard defaulted fields with has().
+RULES: dict[str, list[Schema]] = {
+    "spec": [
+        {
+            "rule": "!has(self.historyDb) || !has(self.historyDb.sqlite) || !has(self.service) "
+            "|| !has(self.service.replicas) || self.service.replicas <= 1",
+            "fieldPath": ".service.replicas",
+            "reason": "FieldValueForbidden",
+            "message": "spec.service.replicas must be 0 or 1 with spec.historyDb.sqlite "
+            "(one writer per SQLite file); use spec.historyDb.postgres for more replicas",
+        }
+    ],
+    "spec.vectorStore": [
+        {
+            "rule": "has(self.managed) != has(self.external)",
+            "message": "exactly one of spec.vectorStore.managed or spec.vectorStore.external "
+            "must be set",
+        }
+    ],
+    "spec.vectorStore.collection": [
+        _immutable("spec.vectorStore.collection", "the stored memories live in this collection")
+    ],
+    "spec.vectorStore.external.url": [
+        {
+            "rule": "self.startsWith('http://') || self.startsWith('https://')",
+            "message": "spec.vectorStore.external.url must start with http:// or https://",
+        }
+    ],
+    "spec.historyDb": [
+        {
+            "rule": "has(self.sqlite) != has(self.postgres)",
+            "message": "exactly one of spec.historyDb.sqlite or spec.historyDb.postgres "
+            "must be set",
+        }
+    ],
+    "spec.embedder": [
+        {
+            "rule": f"!has(self.provider) || !(self.provider in {_cel_list(_REMOTE)}) "
+            "|| (has(self.model) && self.model != '')",
+            "fieldPath": ".model",
+            "reason": "FieldValueRequired",
+            "message": f"spec.embedder.model is required for remote providers "
+            f"({', '.join(_REMOTE)})",
+        },
+        {
+            "rule": f"!has(self.provider) || !(self.provider in {_cel_list(_REMOTE)}) "
+            "|| has(self.dimensions)",
+            "fieldPath": ".dimensions",
+            "reason": "FieldValueRequired",
+            "message": f"spec.embedder.dimensions is required for remote providers "
+            f"({', '.join(_REMOTE)})",
+        },
+        {
+            "rule": f"!has(self.provider) || !(self.provider in {_cel_list(_OFFLINE)}) "
+            "|| (!has(self.model) && !has(self.baseUrl))",
+            "reason": "FieldValueForbidden",
+            "message": f"spec.embedder.model and spec.embedder.baseUrl must not be set for "
+            f"offline providers ({', '.join(_OFFLINE)}): their model ships in the package",
+        },
+        {
+            "rule": f"!has(self.dimensions) || !has(self.provider) "
+            f"|| !(self.provider in {_OFFLINE_DIMS_MAP}) "
+            f"|| {_OFFLINE_DIMS_MAP}[self.provider] == self.dimensions",
+            "fieldPath": ".dimensions",
+            "message": "spec.embedder.dimensions is fixed for offline providers ("
+            + ", ".join(f"{k}: {v}" for k, v in OFFLINE_EMBEDDER_DIMS.items())
+            + "); leave it unset",
+        },
+    ],
+    "spec.embedder.provider": [
+        _immutable("spec.embedder.provider", "the stored vectors were made by this provider")
+    ],
+    "spec.embedder.dimensions": [
+        _immutable("spec.embedder.dimensions", "the stored vectors have this size")
+    ],
+    "spec.vectorStore.managed.storage.size": [
+        {
+            "rule": "isQuantity(self)",
+            "message": f"spec.vectorStore.managed.storage.size {_QUANTITY}",
+        }
+    ],
+    "spec.historyDb.sqlite.storage.size": [
+        {"rule": "isQuantity(self)", "message": f"spec.historyDb.sqlite.storage.size {_QUANTITY}"}
+    ],
+}
+# The quantity syntax as a pattern (what controller-gen emits for resource.Quantity): a CEL
+# isQuantity() on every value of an unbounded map exceeds the API server's cost budget.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+# Schema keywords added at a path: Kubernetes list semantics for conditions (a map keyed by
+# type, so server-side apply of status merges one condition without replacing the others),
+# and the quantity syntax for resource values.
+EXTENSIONS: dict[str, Schema] = {
+    "status.conditions": {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+}
+for _owner in ("spec.vectorStore.managed", "spec.service"):
+    for _kind in ("requests", "limits"):
+        EXTENSIONS[f"{_owner}.resources.{_kind}.*"] = {"pattern": QUANTITY_PATTERN}
+
+PRINTER_COLUMNS: list[Schema] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Ready", "type": "string", "jsonPath": READY_JSONPATH},
+    {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
+    {"name": "Scope", "type": "string", "jsonPath": ".spec.scope"},
+    {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+class _WithFactoryDefaults(GenerateJsonSchema):
+    """Also emit defaults made by `default_factory`, so the API server applies them too.
+
+    A model default is dumped with `exclude_defaults`: `{"managed": {}}` rather than every
+    nested value, because the server fills nested defaults in from their own schemas.
+    """
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is None or schema.get("default_factory_takes_data"):
+            return super().get_default_value(schema)
+        value = factory()
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        return value if value is not None else NoDefault
+
+
+def pydantic_schema(model: type[BaseModel]) -> Schema:
+    """The model's JSON Schema as pydantic makes it (validation mode, camelCase)."""
+    return model.model_json_schema(
+        by_alias=True, mode="validation", schema_generator=_WithFactoryDefaults
+    )
+
+
+def _resolve(node: Schema, defs: dict[str, Schema], path: str) -> Schema:
+    """Inline `$ref` and Optional's `anyOf: [X, null]`; the referring node's keys win."""
+    while True:
+        if "$ref" in node:
+            target = dict(defs[node["$ref"].rsplit("/", 1)[-1]])
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            node = {**target, **rest}
+        elif "anyOf" in node or "allOf" in node or "oneOf" in node:
+            key = next(k for k in ("anyOf", "allOf", "oneOf") if k in node)
+            variants = [v for v in node[key] if v != {"type": "null"}]
+            if len(variants) != 1:
+                raise ValueError(f"{path}: a union of {len(variants)} types has no structural form")
+            rest = {k: v for k, v in node.items() if k != key}
+            if rest.get("default", ...) is None:
+                del rest["default"]  # Optional's None: absent, not null
+            node = {**_resolve(variants[0], defs, path), **rest}
+        else:
+            return node
+
+
+def _structural(node: Schema, defs: dict[str, Schema], path: str) -> Schema:
+    """One pydantic JSON Schema node as a Kubernetes structural schema node."""
+    node = _resolve(node, defs, path)
+    out: Schema = {}
+    if node.get("description"):
+        out["description"] = node["description"]
+    for key, value in node.items():
+        if key in _DROPPED or key == "description":
+            continue
+        if key == "properties":
+            props: Schema = {}
+            for name, sub in value.items():
+                sub_path = f"{path}.{name}"
+                converted = _structural(sub, defs, sub_path)
+                if not converted.get("description"):
+                    raise ValueError(
+                        f"{sub_path} has no description: give the pydantic field a "
+                        "description (`kubectl explain` and the docs are generated from it)"
+                    )
+                props[name] = converted
+            out["properties"] = props
+        elif key == "additionalProperties":
+            if value is False:
+                continue  # pruning and strict field validation refuse unknown fields
+            if "properties" in node:
+                raise ValueError(f"{path}: properties and additionalProperties together")
+            out["additionalProperties"] = _structural(value, defs, f"{path}.*")
+        elif key == "items":
+            out["items"] = _structural(value, defs, f"{path}[]")
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            # JSON Schema 2020-12 bound → OpenAPI v3.0 bound plus a flag.
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+        elif key in _KEPT:
+            out[key] = copy.deepcopy(value)
+        else:
+            raise ValueError(f"{path}: JSON Schema keyword {key!r} has no structural form")
+    if "type" not in out:
+        raise ValueError(f"{path}: no type (a structural schema needs one on every node)")
+    return out
+
+
+_ORDER = (
+    "description",
+    "type",
+    "format",
+    "enum",
+    "default",
+    "minimum",
+    "exclusiveMinimum",
+    "maximum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-validations",
+)
+
+
+def structural_schema(model: type[BaseModel], path: str) -> Schema:
+    """A model as a structural schema; `path` (e.g. `spec`) prefixes the paths in errors."""
+    json_schema = pydantic_schema(model)
+    return _structural(json_schema, json_schema.get("$defs", {}), path)
+
+
+def _ordered(node: Schema) -> Schema:
+    """Keys in one fixed order, so the checked-in YAML reads the same way at every level."""
+    out = {key: node[key] for key in _ORDER if key in node}
+    out.update({key: value for key, value in node.items() if key not in out})
+    if "properties" in out:
+        out["properties"] = {name: _ordered(sub) for name, sub in out["properties"].items()}
+    for key in ("additionalProperties", "items"):
+        if isinstance(out.get(key), dict):
+            out[key] = _ordered(out[key])
+    return out
+
+
+def _node(schema: Schema, path: str) -> Schema:
+    """The node at a dotted schema path (`*` is a map's value schema)."""
+    node = schema
+    for part in path.split(".")[1:]:
+        if part == "*":
+            node = node["additionalProperties"]
+        else:
+            try:
+                node = node["properties"][part]
+            except KeyError:
+                raise ValueError(f"{path}: no such field in the spec model") from None
+    return node
+
+
+def openapi_schema() -> Schema:
+    """The version's `openAPIV3Schema`: spec and status from the models, plus CEL rules."""
+    spec = structural_schema(MemoryStoreSpec, "spec")
+    status = structural_schema(MemoryStoreStatus, "status")
+    # Default the whole spec, so `spec: {}` or no spec at all still gets every default and
+    # the rules on spec can rely on them.
+    spec["default"] = {}
+    roots = {"spec": spec, "status": status}
+    for path, rules in RULES.items():
+        _node(roots[path.split(".")[0]], path).setdefault("x-kubernetes-validations", []).extend(
+            copy.deepcopy(rules)
+        )
+    for path, extension in EXTENSIONS.items():
+        _node(roots[path.split(".")[0]], path).update(copy.deepcopy(extension))
+    return _ordered(
+        {
+            "description": f"A {KIND} is one tenant's long-term memory for its AgentScope agents "
+            "(mem0 over Qdrant); the operator provisions it and reports its state in status.",
+            "type": "object",
+            "properties": {
+                "apiVersion": {
+                    "description": "APIVersion defines the versioned schema of this representation "
+                    "of an object.",
+                    "type": "string",
+                },
+                "kind": {
+                    "description": "Kind is a string value representing the REST resource this "
+                    "object represents.",
+                    "type": "string",
+                },
+                "metadata": {"type": "object"},
+                "spec": spec,
+                "status": status,
+            },
+        }
+    )
+
+
+def render_crd() -> Schema:
+    """The CustomResourceDefinition as a dict (pure: same model, same result)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": copy.deepcopy(PRINTER_COLUMNS),
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                }
+            ],
+        },
+    }
+
+
+def render_yaml() -> str:
+    """The checked-in file's exact text: a header saying how it is made, then the CRD."""
+    header = (
+        "# GENERATED from memorystore/spec.py by memorystore/operator/crd.py; do not edit.\n"
+        f"# Regenerate: {REGENERATE_COMMAND}\n"
+    )
+    body = yaml.safe_dump(render_crd(), sort_keys=False, allow_unicode=True, width=100)
+    return header + body
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the CRD, write it to crds/ (`--write`), or fail when that file is stale."""
+    parser = argparse.ArgumentParser(prog="python -m memorystore.operator.crd", description=__doc__)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--write", action="store_true", help=f"write {CRD_PATH.name} in crds/")
+    group.add_argument("--check", action="store_true", help="exit 1 if the checked-in is stale")
+    args = parser.parse_args(argv)
+    text = render_yaml()
+    if args.write:
+        CRD_PATH.write_text(text, encoding="utf-8")
+        print(f"wrote {CRD_PATH}", file=sys.stderr)
+    elif args.check:
+        current = CRD_PATH.read_text(encoding="utf-8") if CRD_PATH.exists() else ""
+        if current != text:
+            print(f"{CRD_PATH} is stale; regenerate: {REGENERATE_COMMAND}", file=sys.stderr)
+            return 1
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

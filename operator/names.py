@@ -1,0 +1,148 @@
+"""Deterministic names and labels of a MemoryStore's children.
+
+Every child is named from the store's name alone (never `generateName`), so a retried or
+restarted reconcile finds and re-applies the same objects instead of creating twins.
+Labels are the recommended `app.kubernetes.io/*` set plus `memorystore.dev/store`, which
+lets the operator list everything one store owns with one selector.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Components, as in the app.kubernetes.io/component label.
+QDRANT = "qdrant"
+MEMORY_SERVICE = "memory-service"
+CLIENT = "client"
+KEYS = "keys"
+
+STORE_LABEL = "memorystore.dev/store"
+CONFIG_CHECKSUM_ANNOTATION = "memorystore.dev/config-checksum"
+
+# Keys inside the generated keys Secret and the client Secret.
+SERVICE_API_KEY = "service-api-key"
+QDRANT_API_KEY = "qdrant-api-key"
+CLIENT_API_KEY = "api-key"
+
+# Files inside the ConfigMaps.
+SERVICE_CONFIG_FILE = "service.yaml"
+CLIENT_CONFIG_FILE = "client.yaml"
+
+SERVICE_PORT = 8765
+QDRANT_HTTP_PORT = 6333
+QDRANT_GRPC_PORT = 6334
+QDRANT_P2P_PORT = 6335
+
+# The longest suffix is "-qdrant-headless" (16), and a Service name is a DNS label of at
+# most 63 characters: 47. The StatefulSet `<name>-qdrant` is tighter: its pods carry the
+# label controller-revision-hash=`<statefulset>-<hash of up to 10>`, a label value of at
+# most 63 characters, so the StatefulSet name may have 52 and the store name 45.
+MAX_STORE_NAME_LENGTH = 45
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a store's children (None: it can).
+
+    A MemoryStore name is a DNS subdomain (dots allowed, up to 253 characters), but its
+    Services need a DNS-1035 label and its StatefulSet a short name.
+    """
+    if len(name) > MAX_STORE_NAME_LENGTH:
+        return (
+            f"is {len(name)} characters long; at most {MAX_STORE_NAME_LENGTH} are allowed, so "
+            "that child names such as <name>-qdrant-headless stay valid DNS labels"
+        )
+    if not _DNS_LABEL.match(name):
+        return (
+            "must start with a lowercase letter and contain only lowercase letters, digits "
+            "and '-' (its Services are named after it)"
+        )
+    return None
+
+
+def keys_secret_name(store: str) -> str:
+    return f"{store}-keys"
+
+
+def qdrant_statefulset_name(store: str) -> str:
+    return f"{store}-qdrant"
+
+
+def qdrant_headless_service_name(store: str) -> str:
+    return f"{store}-qdrant-headless"
+
+
+def qdrant_service_name(store: str) -> str:
+    return f"{store}-qdrant"
+
+
+def qdrant_network_policy_name(store: str) -> str:
+    return f"{store}-qdrant"
+
+
+def memory_config_map_name(store: str) -> str:
+    return f"{store}-memory-config"
+
+
+def memory_data_claim_name(store: str) -> str:
+    return f"{store}-memory-data"
+
+
+def memory_deployment_name(store: str) -> str:
+    return f"{store}-memory"
+
+
+def memory_service_name(store: str) -> str:
+    return f"{store}-memory"
+
+
+def memory_network_policy_name(store: str) -> str:
+    return f"{store}-memory"
+
+
+def client_config_map_name(store: str) -> str:
+    return f"{store}-client"
+
+
+def client_secret_name(store: str) -> str:
+    return f"{store}-client"
+
+
+def qdrant_url(store: str, namespace: str) -> str:
+    """The managed Qdrant's HTTP endpoint inside the cluster."""
+    return f"http://{qdrant_service_name(store)}.{namespace}.svc:{QDRANT_HTTP_PORT}"
+
+
+def memory_endpoint(store: str, namespace: str) -> str:
+    """The memory service's URL inside the cluster (status.endpoint, client.yaml)."""
+    return f"http://{memory_service_name(store)}.{namespace}.svc:{SERVICE_PORT}"
+
+
+def tenant(store: str, namespace: str) -> str:
+    """The tenant name the service logs and reports: unique in the cluster."""
+    return f"{namespace}/{store}"
+
+
+def store_selector(store: str) -> dict[str, str]:
+    """Everything one store owns (e.g. to list its PersistentVolumeClaims)."""
+    return {STORE_LABEL: store}
+
+
+def selector_labels(store: str, component: str) -> dict[str, str]:
+    """The pods of one component of one store. Workload selectors are immutable: never
+    add to this set once released."""
+    return {
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/instance": store,
+        "app.kubernetes.io/name": "memorystore",
+    }
+
+
+def labels(store: str, component: str) -> dict[str, str]:
+    """The full label set every child (and every pod) carries."""
+    return {
+        **selector_labels(store, component),
+        "app.kubernetes.io/managed-by": "memorystore-operator",
+        "app.kubernetes.io/part-of": "memorystore",
+        STORE_LABEL: store,
+    }

