@@ -124,6 +124,7 @@ def _operator(args: argparse.Namespace) -> int:
         clusterwide=args.all_namespaces,
         namespaces=args.namespace or [],
         liveness_endpoint=args.liveness,
+        memo=kopf.Memo(namespaces=None if args.all_namespaces else args.namespace),
     )
     return 0
 
@@ -218,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    for noisy in ("httpx", "httpx2"):  # one line per request is noise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return int(args.func(args) or 0)
 
 

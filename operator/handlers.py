@@ -1,10 +1,17 @@
 """kopf handlers: thin. Parse the spec, build the desired children (pure), apply them,
-observe, and write the status; a timer repeats it so drift is repaired and status stays
-current even when nothing in the spec changed.
+observe, and return the status to write.
+
+kopf reacts to create / update / resume. Drift repair and status refresh run in our own
+resync loop instead of a kopf timer: kopf puts a finalizer on every resource with a timer,
+and a finalizer blocks namespace deletion whenever the operator is down. With no timer and
+no deletion handler, MemoryStores carry no finalizer at all; deletion is garbage
+collection, with data-bearing children owned only under `deletionPolicy: Delete`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -12,6 +19,12 @@ from typing import Any
 
 import kopf
 from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.core_v1 import EventSource, ObjectReference
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Event
+from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from memorystore.config import format_validation_error
@@ -27,53 +40,59 @@ from memorystore.operator.builders import (
 )
 from memorystore.operator.metrics import DURATION, RECONCILES
 from memorystore.operator.status import Observed, Workload, compute_status
-from memorystore.spec import GROUP, PLURAL, VERSION, MemoryStoreSpec, MemoryStoreStatus
+from memorystore.spec import (
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    MemoryStoreSpec,
+    MemoryStoreStatus,
+    Phase,
+)
 
 log = logging.getLogger("memorystore.operator")
 # Drift repair and status refresh; tests shorten it.
 RESYNC_SECONDS = float(os.environ.get("MEMORYSTORE_OPERATOR_RESYNC_SECONDS", "30"))
 IMAGES = Images()
+MemoryStoreResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def reconcile(body: kopf.Body, patch: kopf.Patch, client: AsyncClient) -> None:
+async def reconcile(body: dict[str, Any], client: AsyncClient) -> dict[str, Any]:
+    """Apply the desired state of one MemoryStore; return its new status (camelCase)."""
     with DURATION.time():
         outcome = "error"
         try:
-            outcome = await _reconcile(body, patch, client)
+            outcome, status = await _reconcile(body, client)
         finally:
             RECONCILES.labels(outcome).inc()
+    previous = (body.get("status") or {}).get("phase")
+    if status.phase != previous:
+        await _event(client, body, status)
+    return status.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-async def _reconcile(body: kopf.Body, patch: kopf.Patch, client: AsyncClient) -> str:
+async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, MemoryStoreStatus]:
     meta = body["metadata"]
     owner = Owner(meta["name"], meta["namespace"], meta["uid"], int(meta.get("generation", 1)))
     previous = MemoryStoreStatus.model_validate(body.get("status") or {})
     try:
         spec = MemoryStoreSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
-        _write_status(
-            patch,
-            Observed(owner.generation, False, spec_error=format_validation_error(exc)),
-            previous,
-        )
-        return "invalid_spec"
+        bad = Observed(owner.generation, False, spec_error=format_validation_error(exc))
+        return "invalid_spec", compute_status(bad, previous, _now())
     try:
         check_spec(owner, spec)  # before anything is written
         keys = await apply.ensure_keys(client, owner, owns_data(spec))
         children = desired_children(owner, spec, IMAGES, keys)
     except SpecError as exc:
-        _write_status(
-            patch, Observed(owner.generation, spec.suspend, spec_error=str(exc)), previous
-        )
-        return "invalid_spec"
+        bad = Observed(owner.generation, spec.suspend, spec_error=str(exc))
+        return "invalid_spec", compute_status(bad, previous, _now())
     await apply.apply_all(client, children)
-    observed = await _observe(client, owner, spec)
-    _write_status(patch, observed, previous)
-    return "applied"
+    return "applied", compute_status(await _observe(client, owner, spec), previous, _now())
 
 
 async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> Observed:
@@ -97,28 +116,85 @@ async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> 
     )
 
 
-def _write_status(patch: kopf.Patch, observed: Observed, previous: MemoryStoreStatus) -> None:
-    status = compute_status(observed, previous, _now())
-    patch.status.update(status.model_dump(by_alias=True, exclude_none=True, mode="json"))
+async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreStatus) -> None:
+    """A Kubernetes Event on each phase change, with the Ready condition's reason/message."""
+    meta = body["metadata"]
+    ready = next((c for c in status.conditions if c.type == "Ready"), None)
+    now = dt.datetime.now(dt.UTC)
+    event = Event(
+        metadata=ObjectMeta(generateName=f"{meta['name']}.", namespace=meta["namespace"]),
+        involvedObject=ObjectReference(
+            apiVersion=f"{GROUP}/{VERSION}",
+            kind=KIND,
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta["uid"],
+        ),
+        reason=str(status.phase),
+        message=ready.message if ready else "",
+        type="Warning" if status.phase in (Phase.FAILED, Phase.DEGRADED) else "Normal",
+        source=EventSource(component="memorystore-operator"),
+        firstTimestamp=now,
+        lastTimestamp=now,
+        count=1,
+    )
+    try:
+        await client.create(event)
+    except ApiError as exc:  # an event is best effort, never a reason to fail a reconcile
+        log.warning("could not post event for %s: %s", meta["name"], exc.status.message)
+
+
+async def resync(client: AsyncClient, namespaces: list[str] | None) -> None:
+    """Every RESYNC_SECONDS, reconcile every watched MemoryStore and write its status."""
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        for namespace in namespaces or ["*"]:
+            try:
+                stores = [s async for s in client.list(MemoryStoreResource, namespace=namespace)]
+            except ApiError as exc:
+                log.warning(
+                    "resync: cannot list MemoryStores in %s: %s", namespace, exc.status.message
+                )
+                continue
+            for store in stores:
+                body = store.to_dict()
+                try:
+                    status = await reconcile(body, client)
+                    await client.patch(
+                        MemoryStoreResource.Status,
+                        body["metadata"]["name"],
+                        {"status": status},
+                        namespace=body["metadata"]["namespace"],
+                        patch_type=PatchType.MERGE,
+                    )
+                except ApiError as exc:
+                    if exc.status.code != 404:  # deleted meanwhile: nothing to do
+                        log.warning(
+                            "resync of %s failed: %s", body["metadata"]["name"], exc.status.message
+                        )
+                except Exception:  # one store's failure must not stop the loop for the others
+                    log.exception("resync of %s failed", body["metadata"]["name"])
 
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    # Our own annotation and finalizer names, not kopf's defaults.
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    # Our own annotation names, not kopf's defaults (no finalizer is ever needed).
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING
     memo.client = AsyncClient(field_manager=apply.FIELD_MANAGER)
+    memo.resync = asyncio.create_task(resync(memo.client, memo.get("namespaces")))
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.resync.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await memo.resync
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 async def on_change(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile(body, patch, memo.client)
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=5)
-async def resync(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile(body, patch, memo.client)
+    patch.status.update(await reconcile(dict(body), memo.client))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -29,39 +30,57 @@ def wait_for(check, timeout: float = 90, every: float = 0.5):
     raise AssertionError(f"condition not met in {timeout} s (last: {last!r})")
 
 
-@pytest.fixture
-def operator(kube: Kube, namespace: str) -> Iterator[subprocess.Popen]:
-    kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
-    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+def start_operator(kube: Kube, namespace: str, log: Path) -> subprocess.Popen:
     env = {
         **os.environ,
         "KUBECONFIG": str(kube.kubeconfig),
         "MEMORYSTORE_OPERATOR_RESYNC_SECONDS": "2",
     }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memorystore",
-            "operator",
-            "--namespace",
-            namespace,
-            "--metrics-port",
-            "0",
-            "--liveness",
-            f"http://127.0.0.1:{free_port()}/healthz",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    yield proc
+    with log.open("a") as out:  # a file, not a pipe: nobody drains a pipe during the test
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memorystore",
+                "operator",
+                "--namespace",
+                namespace,
+                "--metrics-port",
+                "0",
+                "--liveness",
+                f"http://127.0.0.1:{free_port()}/healthz",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop_operator(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def operator_log(tmp_path: Path) -> Iterator[Path]:
+    log = tmp_path / "operator.log"
+    yield log
+    # pytest shows captured output only for a failed test: the operator's last words
+    print(log.read_text()[-5000:] if log.exists() else "(no operator log)")
+
+
+@pytest.fixture
+def operator(kube: Kube, namespace: str, operator_log: Path) -> Iterator[subprocess.Popen]:
+    kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
+    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    proc = start_operator(kube, namespace, operator_log)
+    yield proc
+    if proc.poll() is None:
+        stop_operator(proc)
 
 
 def status(kube: Kube, namespace: str, name: str) -> dict:
@@ -165,3 +184,85 @@ def test_an_unrealisable_spec_sets_a_condition_instead_of_children(
         ).returncode
         != 0
     )
+
+
+def create_store(kube: Kube, namespace: str, name: str, spec: str = "{}") -> None:
+    kube.apply(
+        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+        f"metadata: {{name: {name}}}\nspec: {spec}\n",
+        "-n",
+        namespace,
+    )
+
+
+def phase_is(kube: Kube, namespace: str, name: str, phase: str):
+    return lambda: status(kube, namespace, name).get("phase") == phase
+
+
+def test_suspend_scales_to_zero_and_resume_restores(
+    kube: Kube, namespace: str, operator: subprocess.Popen
+):
+    create_store(kube, namespace, "s")
+    wait_for(phase_is(kube, namespace, "s", "Ready"), timeout=120)
+    kube.kubectl(
+        "patch", "mstore", "s", "-n", namespace, "--type=merge", "-p", '{"spec": {"suspend": true}}'
+    )
+    wait_for(phase_is(kube, namespace, "s", "Suspended"), timeout=60)
+    for kind, name in (
+        ("deployment", names.memory_deployment_name("s")),
+        ("statefulset", names.qdrant_statefulset_name("s")),
+    ):
+        assert kube.get(kind, name, "-n", namespace)["spec"]["replicas"] == 0
+    kube.kubectl("get", "pvc", names.memory_data_claim_name("s"), "-n", namespace)
+    kube.kubectl(
+        "patch",
+        "mstore",
+        "s",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"suspend": false}}',
+    )
+    wait_for(phase_is(kube, namespace, "s", "Ready"), timeout=120)
+
+
+def test_delete_policy_removes_everything_and_no_finalizer_blocks_the_namespace(
+    kube: Kube, namespace: str, operator: subprocess.Popen
+):
+    create_store(kube, namespace, "d", "{deletionPolicy: Delete}")
+    wait_for(phase_is(kube, namespace, "d", "Ready"), timeout=120)
+    assert not kube.get("mstore", "d", "-n", namespace)["metadata"].get("finalizers")
+    events = kube.get("events", "-n", namespace, "--field-selector", "involvedObject.name=d")
+    assert "Ready" in {e["reason"] for e in events["items"]}
+    kube.kubectl("delete", "mstore", "d", "-n", namespace, "--timeout=60s")
+    for kind, name in (
+        ("pvc", names.memory_data_claim_name("d")),
+        ("secret", names.keys_secret_name("d")),
+        ("deployment", names.memory_deployment_name("d")),
+    ):
+        wait_for(
+            lambda k=kind, n=name: (
+                kube.kubectl("get", k, n, "-n", namespace, check=False).returncode != 0
+            ),
+            timeout=60,
+        )
+    # a namespace holding a store goes away promptly, even with the operator stopped
+    create_store(kube, namespace, "gone")
+    wait_for(phase_is(kube, namespace, "gone", "Ready"), timeout=120)
+    stop_operator(operator)
+    kube.kubectl("delete", "namespace", namespace, "--timeout=90s")
+
+
+def test_operator_restart_converges(
+    kube: Kube, namespace: str, operator: subprocess.Popen, operator_log: Path
+):
+    create_store(kube, namespace, "r")
+    operator.kill()  # mid-reconcile, no graceful shutdown
+    operator.wait(timeout=30)
+    again = start_operator(kube, namespace, operator_log)
+    try:
+        wait_for(phase_is(kube, namespace, "r", "Ready"), timeout=120)
+        assert status(kube, namespace, "r")["observedGeneration"] == 1
+    finally:
+        stop_operator(again)
