@@ -62,6 +62,13 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(language=args.lang)
 
 
+def _bench_operator(args: argparse.Namespace) -> int:
+    from memorystore.operator.bench import run_operator_bench
+
+    sizes = [int(s) for s in args.stores.split(",") if s]
+    return run_operator_bench(sizes, timeout=args.timeout, as_json=args.json)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from memorystore.service.bench import run_service_bench
 
@@ -176,6 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
     svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
     svc.set_defaults(func=_bench)
+    opb = bench_sub.add_parser(
+        "operator",
+        help="N MemoryStores applied at once: time to current status, operator CPU and RSS",
+        description="Starts a local control plane and, per N, a fresh operator; applies N "
+        "stores in one go and times until every status is current and every child exists.",
+    )
+    opb.add_argument("--stores", default="50,200", help="sizes (default 50,200)")
+    opb.add_argument("--timeout", type=float, default=600, help="seconds per size")
+    opb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    opb.set_defaults(func=_bench_operator)
 
     op = sub.add_parser(
         "operator",

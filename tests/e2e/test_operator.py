@@ -266,3 +266,16 @@ def test_operator_restart_converges(
         assert status(kube, namespace, "r")["observedGeneration"] == 1
     finally:
         stop_operator(again)
+
+
+@pytest.mark.skipif(bool(os.environ.get("KUBECONFIG")), reason="the benchmark starts its own")
+def test_operator_bench_smoke():
+    result = subprocess.run(
+        [sys.executable, "-m", "memorystore", "bench", "operator", "--stores", "3", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["stores"] == 3 and row["seconds"] > 0 and row["peak_rss_mib"] > 0
