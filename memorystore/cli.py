@@ -126,6 +126,9 @@ def _operator(args: argparse.Namespace) -> int:
         return 2
     if args.metrics_port:
         start_http_server(args.metrics_port)
+    # Structured logs: one JSON object per line, with the object's namespace/name.
+    logging.getLogger().handlers.clear()
+    kopf.configure(log_format=kopf.LogFormat.JSON, log_refkey="object", quiet=not args.verbose)
     kopf.run(
         standalone=True,
         clusterwide=args.all_namespaces,
@@ -206,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL"
     )
     op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus port (0: off)")
+    op.add_argument("--verbose", action="store_true", help="log every handler, not only warnings")
     op.set_defaults(func=_operator)
 
     dev = sub.add_parser("dev", help="developer tools: a local Kubernetes control plane")

@@ -80,3 +80,21 @@ async def pending_claims(
         if (pvc.status and pvc.status.phase) != "Bound":
             names.append(pvc.metadata.name)
     return sorted(names)
+
+
+async def missing_secrets(
+    client: AsyncClient, namespace: str, refs: dict[str, tuple[str, str]]
+) -> list[str]:
+    """For each `field -> (secret, key)` a user referenced: a message when it is not there."""
+    problems = []
+    for field, (name, key) in sorted(refs.items()):
+        try:
+            secret = await client.get(Secret, name, namespace=namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            problems.append(f"Secret {name} referenced by {field} does not exist")
+            continue
+        if key not in (secret.data or {}) and key not in (secret.stringData or {}):
+            problems.append(f"Secret {name} has no key {key!r} (referenced by {field})")
+    return problems

@@ -110,10 +110,23 @@ async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> 
         pending_claims=await apply.pending_claims(
             client, owner.namespace, names.store_selector(owner.name)
         ),
+        missing_secrets=await apply.missing_secrets(client, owner.namespace, secret_refs(spec)),
         endpoint=names.memory_endpoint(owner.name, owner.namespace),
         client_config_map=names.client_config_map_name(owner.name),
         client_secret=names.client_secret_name(owner.name),
     )
+
+
+def secret_refs(spec: MemoryStoreSpec) -> dict[str, tuple[str, str]]:
+    """Every Secret key the user's spec points at, by the field that names it."""
+    refs = {
+        "spec.embedder.apiKeySecretRef": spec.embedder.api_key_secret_ref,
+        "spec.llm.apiKeySecretRef": spec.llm.api_key_secret_ref if spec.llm else None,
+        "spec.vectorStore.external.apiKeySecretRef": (
+            spec.vector_store.external.api_key_secret_ref if spec.vector_store.external else None
+        ),
+    }
+    return {field: (ref.name, ref.key) for field, ref in refs.items() if ref is not None}
 
 
 async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreStatus) -> None:

@@ -36,6 +36,7 @@ class Observed:
     external_vector_store: str | None = None  # its URL, when external
     service: Workload | None = None
     pending_claims: list[str] = field(default_factory=list)  # PVCs not Bound
+    missing_secrets: list[str] = field(default_factory=list)  # user secretKeyRefs not found
     endpoint: str | None = None
     client_config_map: str | None = None
     client_secret: str | None = None
@@ -113,7 +114,10 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         if observed.service
         else (False, "NotFound", "memory service not created yet")
     )
-    if observed.pending_claims and not svc_ok:
+    if observed.missing_secrets:  # the pods cannot start on a real node, whatever they report
+        svc_ok, svc_reason = False, "SecretMissing"
+        svc_msg = "; ".join(observed.missing_secrets)
+    elif observed.pending_claims and not svc_ok:
         svc_reason = "VolumePending"
         svc_msg = (
             f"waiting for PersistentVolumeClaim {', '.join(observed.pending_claims)} "

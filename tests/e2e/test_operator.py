@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from memorystore.devcluster.cluster import free_port
@@ -279,3 +280,75 @@ def test_operator_bench_smoke():
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(result.stdout)
     assert row["stores"] == 3 and row["seconds"] > 0 and row["peak_rss_mib"] > 0
+
+
+def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics_served(
+    kube: Kube, namespace: str, operator_log: Path
+):
+    kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
+    metrics_port, live_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube.kubeconfig),
+        "MEMORYSTORE_OPERATOR_RESYNC_SECONDS": "2",
+    }
+    with operator_log.open("a") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memorystore",
+                "operator",
+                "--namespace",
+                namespace,
+                "--metrics-port",
+                str(metrics_port),
+                "--liveness",
+                f"http://127.0.0.1:{live_port}/healthz",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        spec = (
+            "{embedder: {provider: openai, model: text-embedding-3-small, dimensions: 1536, "
+            "apiKeySecretRef: {name: openai, key: token}}}"
+        )
+        create_store(kube, namespace, "m", spec)
+        blocked = wait_for(
+            lambda: next(
+                (
+                    c
+                    for c in status(kube, namespace, "m").get("conditions", [])
+                    if c["type"] == "ServiceReady" and c["reason"] == "SecretMissing"
+                ),
+                None,
+            ),
+            timeout=60,
+        )
+        assert blocked["message"] == (
+            "Secret openai referenced by spec.embedder.apiKeySecretRef does not exist"
+        )
+        kube.kubectl(
+            "create", "secret", "generic", "openai", "--from-literal=token=sk-x", "-n", namespace
+        )
+        wait_for(phase_is(kube, namespace, "m", "Ready"), timeout=90)
+
+        deploy = names.memory_deployment_name("m")
+        kube.kubectl(
+            "set", "image", f"deployment/{deploy}", "memory-service=evil:latest", "-n", namespace
+        )
+
+        def image() -> str:
+            dep = kube.get("deployment", deploy, "-n", namespace)
+            return dep["spec"]["template"]["spec"]["containers"][0]["image"]
+
+        wait_for(lambda: image() != "evil:latest", timeout=30)
+
+        assert httpx.get(f"http://127.0.0.1:{live_port}/healthz").status_code == 200
+        metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+        assert 'memorystore_operator_reconciles_total{outcome="applied"}' in metrics
+        assert "memorystore_operator_reconcile_seconds_count" in metrics
+    finally:
+        stop_operator(proc)

@@ -113,3 +113,11 @@ def test_transition_time_kept_while_status_is_unchanged_and_degraded_after_ready
     assert cond(broken, READY).last_transition_time == T1
     assert cond(broken, VECTOR_STORE_READY).last_transition_time == T0
     assert broken.conditions[0].type == READY
+
+
+def test_a_missing_user_secret_is_named_and_blocks_ready():
+    missing = ["Secret openai has no key 'token' (referenced by spec.embedder.apiKeySecretRef)"]
+    blocked = compute_status(observed(missing_secrets=missing), MemoryStoreStatus(), T0)
+    assert blocked.phase == Phase.PENDING
+    assert cond(blocked, SERVICE_READY).reason == "SecretMissing"
+    assert cond(blocked, READY).message == missing[0]
