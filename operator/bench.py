@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from memorystore.devcluster.build import ensure_tools
-from memorystore.devcluster.cluster import LocalCluster, free_port
+from memorystore.devcluster.cluster import LocalCluster
 from memorystore.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, Kube
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.operator.process import start_operator, stop_operator
 
 # kind -> how many per store (managed Qdrant, SQLite history: the default spec)
 CHILDREN = {
@@ -71,27 +71,7 @@ def _run(kube: Kube, n: int, timeout: float) -> dict[str, float]:
     namespace = f"bench-{n}"
     kube.kubectl("create", "namespace", namespace)
     log = Path(tempfile.mkstemp(prefix=f"operator-{n}-", suffix=".log")[1])
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig)}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memorystore",
-                "--log-level",
-                "WARNING",
-                "operator",
-                "--namespace",
-                namespace,
-                "--metrics-port",
-                "0",
-                "--liveness",
-                f"http://127.0.0.1:{free_port()}/healthz",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_operator(kube.kubeconfig, namespace, log)
     try:
         time.sleep(3)  # operator start-up is not part of the measured reconcile time
         base_cpu, _ = _proc_stats(proc.pid)
@@ -119,11 +99,7 @@ def _run(kube: Kube, n: int, timeout: float) -> dict[str, float]:
             "peak_rss_mib": peak,
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_operator(proc)
         kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         log.unlink(missing_ok=True)
 

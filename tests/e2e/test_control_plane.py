@@ -12,16 +12,7 @@ import yaml
 from memorystore.devcluster.build import ensure_tools
 from memorystore.devcluster.cluster import LocalCluster
 from memorystore.devcluster.target import CLUSTER_TOOLS, Kube
-
-
-def wait_for(check, timeout: float = 60, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(every)
+from support.waiting import wait_for
 
 
 def test_deployment_pods_become_ready_on_simulated_nodes(kube: Kube, namespace: str):

@@ -5,7 +5,6 @@ immutable fields, `kubectl explain`, printer columns and the status subresource.
 from __future__ import annotations
 
 import subprocess
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ import yaml
 from memorystore.devcluster.target import Kube
 from memorystore.operator.crd import API_VERSION, CRD_NAME, CRD_PATH
 from memorystore.spec import KIND, MemoryStoreSpec
+from support.waiting import wait_for
 
 NAME = "mem"
 
@@ -59,16 +59,6 @@ def apply(
 def stored_spec(kube: Kube, namespace: str, name: str = NAME) -> dict[str, Any]:
     out = kube.kubectl("get", "mstore", name, "-n", namespace, "-o", "yaml").stdout
     return yaml.safe_load(out)["spec"]
-
-
-def wait_for(check, timeout: float = 30, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(every)
 
 
 # --- accepted ---------------------------------------------------------------------------------

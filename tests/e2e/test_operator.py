@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,52 +17,8 @@ from memorystore.devcluster.cluster import free_port
 from memorystore.devcluster.target import Kube
 from memorystore.operator import names
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
-
-
-def wait_for(check, timeout: float = 90, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"condition not met in {timeout} s (last: {last!r})")
-
-
-def start_operator(kube: Kube, namespace: str, log: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kube.kubeconfig),
-        "MEMORYSTORE_OPERATOR_RESYNC_SECONDS": "2",
-    }
-    with log.open("a") as out:  # a file, not a pipe: nobody drains a pipe during the test
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memorystore",
-                "operator",
-                "--namespace",
-                namespace,
-                "--metrics-port",
-                "0",
-                "--liveness",
-                f"http://127.0.0.1:{free_port()}/healthz",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def stop_operator(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=30)
+from memorystore.operator.process import start_operator, stop_operator
+from support.waiting import wait_for
 
 
 @pytest.fixture
@@ -78,10 +33,9 @@ def operator_log(tmp_path: Path) -> Iterator[Path]:
 def operator(kube: Kube, namespace: str, operator_log: Path) -> Iterator[subprocess.Popen]:
     kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
     kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    proc = start_operator(kube, namespace, operator_log)
+    proc = start_operator(kube.kubeconfig, namespace, operator_log, resync_seconds=2)
     yield proc
-    if proc.poll() is None:
-        stop_operator(proc)
+    stop_operator(proc)
 
 
 def status(kube: Kube, namespace: str, name: str) -> dict:
@@ -261,7 +215,7 @@ def test_operator_restart_converges(
     create_store(kube, namespace, "r")
     operator.kill()  # mid-reconcile, no graceful shutdown
     operator.wait(timeout=30)
-    again = start_operator(kube, namespace, operator_log)
+    again = start_operator(kube.kubeconfig, namespace, operator_log, resync_seconds=2)
     try:
         wait_for(phase_is(kube, namespace, "r", "Ready"), timeout=120)
         assert status(kube, namespace, "r")["observedGeneration"] == 1
@@ -287,29 +241,14 @@ def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics
 ):
     kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
     metrics_port, live_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kube.kubeconfig),
-        "MEMORYSTORE_OPERATOR_RESYNC_SECONDS": "2",
-    }
-    with operator_log.open("a") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memorystore",
-                "operator",
-                "--namespace",
-                namespace,
-                "--metrics-port",
-                str(metrics_port),
-                "--liveness",
-                f"http://127.0.0.1:{live_port}/healthz",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_operator(
+        kube.kubeconfig,
+        namespace,
+        operator_log,
+        resync_seconds=2,
+        metrics_port=metrics_port,
+        liveness_port=live_port,
+    )
     try:
         spec = (
             "{embedder: {provider: openai, model: text-embedding-3-small, dimensions: 1536, "

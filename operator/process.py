@@ -1,0 +1,50 @@
+"""The operator as a child process (benchmarks and tests run it exactly as users do)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memorystore.devcluster.cluster import free_port
+
+
+def start_operator(
+    kubeconfig: Path,
+    namespace: str,
+    log: Path,
+    resync_seconds: float | None = None,
+    metrics_port: int = 0,
+    liveness_port: int | None = None,
+) -> subprocess.Popen[bytes]:
+    """`memorystore operator --namespace NS`, output appended to `log` (never a pipe: a pipe
+    nobody drains blocks the operator once it fills)."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    if resync_seconds is not None:
+        env["MEMORYSTORE_OPERATOR_RESYNC_SECONDS"] = str(resync_seconds)
+    argv = [
+        sys.executable,
+        "-m",
+        "memorystore",
+        "operator",
+        "--namespace",
+        namespace,
+        "--metrics-port",
+        str(metrics_port),
+        "--liveness",
+        f"http://127.0.0.1:{liveness_port or free_port()}/healthz",
+    ]
+    with log.open("a") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def stop_operator(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace)
