@@ -10,6 +10,7 @@ import base64
 import secrets
 from typing import Any
 
+import httpx
 from lightkube import AsyncClient, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
@@ -98,3 +99,15 @@ async def missing_secrets(
         if key not in (secret.data or {}) and key not in (secret.stringData or {}):
             problems.append(f"Secret {name} has no key {key!r} (referenced by {field})")
     return problems
+
+
+async def probe_qdrant(url: str, timeout: float = 3.0) -> str | None:
+    """None when an external Qdrant answers /readyz with 2xx; otherwise what went wrong."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            response = await http.get(f"{url.rstrip('/')}/readyz")
+    except httpx.HTTPError as exc:
+        return f"cannot reach the external Qdrant at {url}: {type(exc).__name__}"
+    if response.is_success:
+        return None
+    return f"the external Qdrant at {url} answered /readyz with HTTP {response.status_code}"

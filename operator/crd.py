@@ -105,6 +105,13 @@ RULES: dict[str, list[Schema]] = {
     "spec.vectorStore.collection": [
         _immutable("spec.vectorStore.collection", "the stored memories live in this collection")
     ],
+    "spec.vectorStore.managed.storage": [
+        _immutable(
+            "spec.vectorStore.managed.storage",
+            "a StatefulSet's volume claim template cannot change (resize the "
+            "PersistentVolumeClaims directly)",
+        )
+    ],
     "spec.vectorStore.external.url": [
         {
             "rule": "self.startsWith('http://') || self.startsWith('https://')",

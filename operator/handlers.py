@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 import kopf
-from lightkube import AsyncClient
+from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.core_v1 import EventSource, ObjectReference
@@ -106,6 +106,7 @@ async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> 
         suspended=spec.suspend,
         vector_store=workloads.get("StatefulSet"),
         external_vector_store=external.url if external else None,
+        external_error=await apply.probe_qdrant(external.url) if external else None,
         service=workloads.get("Deployment"),
         pending_claims=await apply.pending_claims(
             client, owner.namespace, names.store_selector(owner.name)
@@ -161,7 +162,7 @@ async def resync(client: AsyncClient, namespaces: list[str] | None) -> None:
     """Every RESYNC_SECONDS, reconcile every watched MemoryStore and write its status."""
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
-        for namespace in namespaces or ["*"]:
+        for namespace in namespaces or [ALL_NS]:
             try:
                 stores = [s async for s in client.list(MemoryStoreResource, namespace=namespace)]
             except ApiError as exc:

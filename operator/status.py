@@ -34,6 +34,7 @@ class Observed:
     spec_error: str | None = None  # a spec the operator cannot realise
     vector_store: Workload | None = None  # None for an external Qdrant
     external_vector_store: str | None = None  # its URL, when external
+    external_error: str | None = None  # why the external Qdrant did not answer its readyz
     service: Workload | None = None
     pending_claims: list[str] = field(default_factory=list)  # PVCs not Bound
     missing_secrets: list[str] = field(default_factory=list)  # user secretKeyRefs not found
@@ -104,7 +105,9 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         return _status(observed, conds, Phase.FAILED)
     conds = set_condition(conds, SPEC_VALID, ConditionStatus.TRUE, "Valid", "", now, gen)
 
-    if observed.vector_store is None:
+    if observed.vector_store is None and observed.external_error:
+        vs_ok, vs_reason, vs_msg = False, "Unreachable", observed.external_error
+    elif observed.vector_store is None:
         vs_ok, vs_reason = True, "External"
         vs_msg = f"external Qdrant at {observed.external_vector_store}"
     else:

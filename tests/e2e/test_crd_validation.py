@@ -349,8 +349,12 @@ BASE: dict[str, Any] = {
             {"embedder": {**BASE["embedder"], "provider": "dashscope"}},
             "spec.embedder.provider is immutable",
         ),
+        (
+            {"vectorStore": {"managed": {"storage": {"size": "5Gi"}}, "collection": "alpha"}},
+            "spec.vectorStore.managed.storage is immutable",
+        ),
     ],
-    ids=["collection", "dimensions", "provider"],
+    ids=["collection", "dimensions", "provider", "qdrant-storage"],
 )
 def test_immutable_field_change_is_refused(
     kube: Kube, namespace: str, change: dict[str, Any], message: str

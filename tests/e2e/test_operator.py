@@ -291,3 +291,32 @@ def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics
         assert "memorystore_operator_reconcile_seconds_count" in metrics
     finally:
         stop_operator(proc)
+
+
+def test_an_unreachable_external_qdrant_is_reported(
+    kube: Kube, namespace: str, operator: subprocess.Popen
+):
+    create_store(
+        kube,
+        namespace,
+        "x",
+        f"{{vectorStore: {{external: {{url: 'http://127.0.0.1:{free_port()}'}}}}}}",
+    )
+    vs = wait_for(
+        lambda: next(
+            (
+                c
+                for c in status(kube, namespace, "x").get("conditions", [])
+                if c["type"] == "VectorStoreReady" and c["reason"] == "Unreachable"
+            ),
+            None,
+        ),
+        timeout=60,
+    )
+    assert vs["message"].startswith("cannot reach the external Qdrant at http://127.0.0.1:")
+    assert (
+        kube.kubectl(
+            "get", "statefulset", names.qdrant_statefulset_name("x"), "-n", namespace, check=False
+        ).returncode
+        != 0
+    )

@@ -121,3 +121,15 @@ def test_a_missing_user_secret_is_named_and_blocks_ready():
     assert blocked.phase == Phase.PENDING
     assert cond(blocked, SERVICE_READY).reason == "SecretMissing"
     assert cond(blocked, READY).message == missing[0]
+
+
+def test_an_unreachable_external_qdrant_is_named():
+    problem = "cannot reach the external Qdrant at http://q:6333: ConnectError"
+    status = compute_status(
+        observed(vector_store=None, external_vector_store="http://q:6333", external_error=problem),
+        MemoryStoreStatus(),
+        T0,
+    )
+    vs = cond(status, VECTOR_STORE_READY)
+    assert (vs.status, vs.reason, vs.message) == ("False", "Unreachable", problem)
+    assert cond(status, READY).message == problem and status.phase == Phase.PENDING
