@@ -1,0 +1,96 @@
+"""Agent-side settings: mounted config, env toggles on top, errors that name the source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memorystore.config import ConfigError
+from memorystore.middleware.settings import ConfigMissing, load_settings
+
+MOUNTED = """
+endpoint: http://acme-memory.tenants.svc:8765
+tenant: tenants/acme
+apiKey: {file: /etc/memorystore/secrets/api-key}
+scope: user
+mode: both
+recall: {topK: 8, threshold: 0.3, tokenBudget: 512}
+"""
+
+
+def env_with(tmp_path: Path, text: str = MOUNTED, **toggles: str) -> dict[str, str]:
+    path = tmp_path / "client.yaml"
+    path.write_text(text)
+    return {"MEMORYSTORE_CLIENT_CONFIG": str(path), **toggles}
+
+
+def test_mounted_config_with_defaults(tmp_path):
+    cfg = load_settings(env_with(tmp_path))
+    assert cfg.endpoint == "http://acme-memory.tenants.svc:8765"
+    assert cfg.recall.top_k == 8 and cfg.fail_open and cfg.capture and cfg.enabled
+    assert cfg.write_permission == "allow"
+
+
+def test_env_toggles_win_over_the_mounted_config(tmp_path):
+    cfg = load_settings(
+        env_with(
+            tmp_path,
+            MEMORYSTORE_ENABLED="false",
+            MEMORYSTORE_MODE="agent_control",
+            MEMORYSTORE_SCOPE="agent",
+            MEMORYSTORE_TOP_K="3",
+            MEMORYSTORE_THRESHOLD="0.5",
+            MEMORYSTORE_TOKEN_BUDGET="64",
+            MEMORYSTORE_TOOL_TOKEN_BUDGET="128",
+            MEMORYSTORE_TOOL_RESULT_MAX_BYTES="4096",
+            MEMORYSTORE_WRITE_PERMISSION="ask",
+            MEMORYSTORE_TIMEOUT_SECONDS="0.5",
+            MEMORYSTORE_FAIL_OPEN="no",
+            MEMORYSTORE_CAPTURE="0",
+            MEMORYSTORE_CAPTURE_INFER="true",
+        )
+    )
+    assert (cfg.enabled, cfg.mode, cfg.scope) == (False, "agent_control", "agent")
+    assert (cfg.recall.top_k, cfg.recall.threshold, cfg.recall.token_budget) == (3, 0.5, 64)
+    assert cfg.recall.tool_token_budget == 128 and cfg.tool_result_max_bytes == 4096
+    assert cfg.write_permission == "ask" and cfg.timeout_seconds == 0.5
+    assert (cfg.fail_open, cfg.capture, cfg.capture_infer) == (False, False, True)
+    assert cfg.recall.max_memory_chars == 1000  # untouched fields keep the file's or defaults
+
+
+@pytest.mark.parametrize(
+    ("toggle", "value", "needle"),
+    [
+        ("MEMORYSTORE_TOP_K", "lots", "MEMORYSTORE_TOP_K='lots'"),
+        ("MEMORYSTORE_TOP_K", "0", "greater than or equal to 1"),
+        ("MEMORYSTORE_MODE", "telepathy", "MEMORYSTORE_MODE='telepathy'"),
+        ("MEMORYSTORE_WRITE_PERMISSION", "maybe", "MEMORYSTORE_WRITE_PERMISSION"),
+        ("MEMORYSTORE_FAIL_OPEN", "sometimes", "MEMORYSTORE_FAIL_OPEN"),
+        ("MEMORYSTORE_TIMEOUT_SECONDS", "-1", "MEMORYSTORE_TIMEOUT_SECONDS"),
+    ],
+)
+def test_an_invalid_toggle_names_the_variable(tmp_path, toggle, value, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        load_settings(env_with(tmp_path, **{toggle: value}))
+
+
+def test_a_bad_mounted_field_names_the_file_and_field(tmp_path):
+    with pytest.raises(ConfigError, match=r"client.yaml: recall.topK"):
+        load_settings(env_with(tmp_path, MOUNTED.replace("topK: 8", "topK: 0")))
+
+
+def test_no_mounted_config_is_its_own_error(tmp_path):
+    with pytest.raises(ConfigMissing, match="MEMORYSTORE_CLIENT_CONFIG"):
+        load_settings({"MEMORYSTORE_CLIENT_CONFIG": str(tmp_path / "absent.yaml")})
+
+
+def test_the_operator_rendered_client_config_loads(tmp_path):
+    from memorystore.operator.builders import Owner, client_config, render_client_config
+    from memorystore.spec import MemoryStoreSpec
+
+    owner = Owner("acme", "tenants", "uid-1", 1)
+    text = render_client_config(owner, client_config(owner, MemoryStoreSpec(scope="agent")))
+    cfg = load_settings(env_with(tmp_path, text, MEMORYSTORE_TOP_K="2"))
+    assert cfg.endpoint == "http://acme-memory.tenants.svc:8765"
+    assert cfg.scope == "agent" and cfg.recall.top_k == 2
