@@ -52,7 +52,7 @@ async def _play(url: str, api_key: str, language: str) -> None:
         base_url=url, headers={"Authorization": f"Token {api_key}"}
     ) as http:
         response = await http.post(
-            "/v1/recall/", json={"query": script["session2"], "user_id": user, "threshold": 0.0}
+            "/v1/recall/", json={"query": script["session2"], "user_id": user}
         )
         response.raise_for_status()
         recall = response.json()

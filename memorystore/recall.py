@@ -2,8 +2,8 @@
 
 Token counts are an offline estimate (no tokenizer download): one token per CJK
 character, and about one per four characters of other words, rounded up, plus one per
-punctuation mark. That over-counts the common BPE tokenizers on English and Chinese, so
-a budget is an upper bound in practice.
+punctuation mark. It is meant to err high, so a budget acts as an upper bound; it has not
+been compared with a real tokenizer here (none is installable without a download).
 """
 
 from __future__ import annotations

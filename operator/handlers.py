@@ -53,6 +53,7 @@ from memorystore.spec import (
 log = logging.getLogger("memorystore.operator")
 # Drift repair and status refresh; tests shorten it.
 RESYNC_SECONDS = float(os.environ.get("MEMORYSTORE_OPERATOR_RESYNC_SECONDS", "30"))
+RESYNC_CONCURRENCY = 8
 IMAGES = Images()
 MemoryStoreResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
@@ -158,8 +159,35 @@ async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreS
         log.warning("could not post event for %s: %s", meta["name"], exc.status.message)
 
 
+async def _resync_one(client: AsyncClient, body: dict[str, Any]) -> None:
+    name = body["metadata"]["name"]
+    try:
+        status = await reconcile(body, client)
+        await client.patch(
+            MemoryStoreResource.Status,
+            name,
+            {"status": status},
+            namespace=body["metadata"]["namespace"],
+            patch_type=PatchType.MERGE,
+        )
+    except ApiError as exc:
+        if exc.status.code != 404:  # deleted meanwhile: nothing to do
+            log.warning("resync of %s failed: %s", name, exc.status.message)
+    except Exception:  # one store's failure must not stop the loop for the others
+        log.exception("resync of %s failed", name)
+
+
 async def resync(client: AsyncClient, namespaces: list[str] | None) -> None:
-    """Every RESYNC_SECONDS, reconcile every watched MemoryStore and write its status."""
+    """Every RESYNC_SECONDS, reconcile every watched MemoryStore and write its status.
+
+    Stores run a few at a time, so one slow store (an external Qdrant that times out its
+    3 s probe) does not delay all the others by that much each round."""
+    limit = asyncio.Semaphore(RESYNC_CONCURRENCY)
+
+    async def bounded(body: dict[str, Any]) -> None:
+        async with limit:
+            await _resync_one(client, body)
+
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         for namespace in namespaces or [ALL_NS]:
@@ -170,24 +198,7 @@ async def resync(client: AsyncClient, namespaces: list[str] | None) -> None:
                     "resync: cannot list MemoryStores in %s: %s", namespace, exc.status.message
                 )
                 continue
-            for store in stores:
-                body = store.to_dict()
-                try:
-                    status = await reconcile(body, client)
-                    await client.patch(
-                        MemoryStoreResource.Status,
-                        body["metadata"]["name"],
-                        {"status": status},
-                        namespace=body["metadata"]["namespace"],
-                        patch_type=PatchType.MERGE,
-                    )
-                except ApiError as exc:
-                    if exc.status.code != 404:  # deleted meanwhile: nothing to do
-                        log.warning(
-                            "resync of %s failed: %s", body["metadata"]["name"], exc.status.message
-                        )
-                except Exception:  # one store's failure must not stop the loop for the others
-                    log.exception("resync of %s failed", body["metadata"]["name"])
+            await asyncio.gather(*(bounded(store.to_dict()) for store in stores))
 
 
 @kopf.on.startup()
