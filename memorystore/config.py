@@ -166,6 +166,17 @@ class ServiceConfig(Model):
         return Path(configured) if configured else Path(self.data_dir) / default
 
 
+class BreakerSettings(Model):
+    """When the agent side stops calling a failing memory service, and for how long."""
+
+    failure_threshold: int = Field(
+        3, ge=1, le=1000, description="Consecutive failed calls that open the breaker."
+    )
+    cooldown_seconds: float = Field(
+        30.0, gt=0, le=3600, description="How long an open breaker skips calls before a probe."
+    )
+
+
 class ClientConfig(Model):
     """What an agent pod mounts to reach its tenant's memory service."""
 
@@ -184,6 +195,7 @@ class ClientConfig(Model):
     fail_open: bool = Field(True, description="Service errors skip memory instead of failing.")
     capture: bool = Field(True, description="Write completed replies back automatically.")
     capture_infer: bool = Field(False, description="Run extraction on write-back.")
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
 
 
 # --- loading --------------------------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""The factory `create_app(extra_agent_middlewares=…)` calls once per run.
+
+Built once per process (`MemoryMiddlewareFactory.from_env()` at start-up): it reads the
+mounted client config and the service key, applies the MEMORYSTORE_* toggles, validates
+everything (a bad value fails start-up, naming the variable) and opens ONE HTTP client. Each
+call returns fresh middleware bound to that user / agent / session, sharing the client.
+
+The factory never fails a run by itself: with no mounted config, an unreachable service or an
+open breaker it logs a warning and returns [] (memory off for that run), unless fail-open is
+off (`failOpen: false` / MEMORYSTORE_FAIL_OPEN=false), which makes those errors raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import httpx
+from agentscope.middleware import MiddlewareBase
+
+from memorystore.config import ClientConfig
+from memorystore.middleware import metrics
+from memorystore.middleware.client import MemoryClient, MemoryServiceError, ServiceUnavailable
+from memorystore.middleware.memory import MemoryMiddleware, Observer
+from memorystore.middleware.settings import PREFIX, ConfigMissing, load_settings
+from memorystore.scoping import scope_ids
+
+log = logging.getLogger("memorystore.middleware")
+
+Flavor = Literal["memorystore", "mem0"]
+
+
+class MemoryMiddlewareFactory:
+    def __init__(
+        self,
+        cfg: ClientConfig | None,
+        *,
+        flavor: Flavor = "memorystore",
+        transport: httpx.AsyncBaseTransport | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        """`cfg=None` or `enabled: false` gives a factory that always returns []."""
+        self.cfg = cfg
+        self.observer = observer
+        self.flavor = flavor
+        self.client: MemoryClient | None = None
+        self._api_key = None
+        if cfg is not None and cfg.enabled:
+            self._api_key = cfg.api_key.resolve("apiKey")  # ConfigError names the field
+            self.client = MemoryClient(cfg, self._api_key, transport=transport)
+        self._reachable = False
+        self._check_lock = asyncio.Lock()
+        self._mem0_client: Any = None
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> MemoryMiddlewareFactory:
+        """The process's factory from the mounted config + toggles (see the README's table)."""
+        env = os.environ if env is None else env
+        try:
+            cfg = load_settings(env)
+        except ConfigMissing as exc:
+            if env.get(PREFIX + "FAIL_OPEN", "").strip().lower() in ("false", "0", "no", "off"):
+                raise
+            log.warning("agent memory is off: %s", exc)
+            return cls(None)
+        return cls(cfg, **kwargs)
+
+    @property
+    def enabled(self) -> bool:
+        return self.client is not None
+
+    async def __call__(
+        self, user_id: str, agent_id: str, session_id: str, workspace: Any = None
+    ) -> list[MiddlewareBase]:
+        if self.client is None or self.cfg is None:
+            return []
+        try:
+            await self._check_reachable()
+            if self.flavor == "mem0":
+                return [await self._stock(user_id, agent_id)]
+            return [
+                MemoryMiddleware(
+                    self.client,
+                    self.cfg,
+                    user_id=user_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    observer=self.observer,
+                )
+            ]
+        except (MemoryServiceError, ValueError) as exc:
+            if not self.cfg.fail_open:
+                raise
+            metrics.FAIL_OPEN.labels("factory").inc()
+            log.warning("run %s goes on without memory: %s", session_id, exc)
+            return []
+
+    async def _check_reachable(self) -> None:
+        """Ping once per process; afterwards the breaker's view of the service decides."""
+        assert self.client is not None
+        if not self.client.breaker.would_allow():
+            raise ServiceUnavailable("factory", "the circuit breaker is open")
+        if self._reachable:
+            return
+        async with self._check_lock:
+            if not self._reachable:
+                await self.client.ping()
+                self._reachable = True
+
+    async def _stock(self, user_id: str, agent_id: str) -> MiddlewareBase:
+        """AgentScope's own Mem0Middleware over mem0's client, for the stock behaviour."""
+        from agentscope.middleware import Mem0Middleware
+        from mem0 import AsyncMemoryClient
+
+        assert self.cfg is not None and self._api_key is not None
+        if self._mem0_client is None:
+            # its constructor makes a blocking ping: keep that off the event loop
+            self._mem0_client = await asyncio.to_thread(
+                AsyncMemoryClient,
+                api_key=self._api_key.get_secret_value(),
+                host=self.cfg.endpoint.rstrip("/"),
+            )
+        ids = scope_ids(self.cfg.scope, user_id, agent_id, self.cfg.tenant)
+        return Mem0Middleware(
+            user_id=ids["user_id"],
+            agent_id=ids.get("agent_id"),
+            client=self._mem0_client,
+            mode=str(self.cfg.mode),
+            top_k=self.cfg.recall.top_k,
+            threshold=self.cfg.recall.threshold,
+        )
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait for write-backs still in flight (tests, benchmarks, graceful shutdown)."""
+        if self.client is not None:
+            await self.client.drain(timeout)
+
+    async def aclose(self) -> None:
+        """Shutdown: finish pending write-backs (bounded), close the connection pool."""
+        if self.client is not None:
+            await self.client.aclose()
+        if self._mem0_client is not None:
+            await self._mem0_client.async_client.aclose()
+            self._mem0_client = None
