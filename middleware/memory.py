@@ -163,7 +163,7 @@ class MemoryMiddleware(MiddlewareBase):
                 yield item
         finally:
             if recall is not None:
-                if recall.done():
+                if recall.done() and not recall.cancelled():
                     recall.exception()  # an unawaited failure is retrieved, not logged at exit
                 else:
                     recall.cancel()
