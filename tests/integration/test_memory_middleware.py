@@ -193,3 +193,20 @@ async def test_a_parked_reply_writes_nothing_until_resumed_then_writes_the_origi
     assert stored(http, user_id="alice") == sorted([PREFERENCE, "Saved: dark mode from now on."])
     assert "memorystore" not in resumed.state.middle_context
     assert memory_messages(resumed) == []
+
+
+async def test_the_same_config_yields_agentscopes_stock_mem0_middleware(service, tmp_path, http):
+    from agentscope.middleware import Mem0Middleware
+
+    cfg = client_config(service.url, key_file(tmp_path, service.api_key), mode="static_control")
+    factory = MemoryMiddlewareFactory(cfg, flavor="mem0")
+    try:
+        (middleware,) = await factory("alice", "assistant", "s1")
+        assert isinstance(middleware, Mem0Middleware)
+        await chat(factory, PREFERENCE, [ACK])
+        _, model, _ = await chat(factory, REQUEST, ["Done."], session="s2")
+        (call,) = model.calls
+        assert any(PREFERENCE in text for text in call.texts("user")), "stock recall works"
+        assert PREFERENCE in stored(http, user_id="alice")
+    finally:
+        await factory.aclose()
