@@ -181,7 +181,7 @@ async def test_a_parked_reply_writes_nothing_until_resumed_then_writes_the_origi
     # the app persists the state and resumes in a new run, with a new agent
     state = AgentState.model_validate_json(agent.state.model_dump_json())
     (pending,) = state.get_awaiting_tool_calls("assistant")
-    resumed, model = await agent_for(factory, ["Saved: dark mode from now on."], state=state)
+    resumed, _ = await agent_for(factory, ["Saved: dark mode from now on."], state=state)
     confirm = UserConfirmResultEvent(
         reply_id=state.reply_id,
         confirm_results=[ConfirmResult(confirmed=True, tool_call=pending)],

@@ -34,7 +34,7 @@ def test_no_mounted_config_in_strict_mode_fails_start_up(tmp_path: Path):
         "MEMORYSTORE_CLIENT_CONFIG": str(tmp_path / "absent.yaml"),
         "MEMORYSTORE_FAIL_OPEN": "false",
     }
-    with pytest.raises(ConfigMissing, match="absent.yaml"):
+    with pytest.raises(ConfigMissing, match=r"absent\.yaml"):
         MemoryMiddlewareFactory.from_env(env)
 
 
