@@ -68,9 +68,7 @@ async def test_static_control_recalls_into_a_new_session_and_writes_back(make_fa
     assert reply.get_text_content() == "Here it is, in dark mode."
 
 
-async def test_agent_control_offers_tools_but_neither_injects_nor_writes_back(
-    make_factory, http
-):
+async def test_agent_control_offers_tools_but_neither_injects_nor_writes_back(make_factory, http):
     factory = make_factory(mode="agent_control")
     http.post(
         "/v3/memories/add/",
