@@ -61,13 +61,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> ClientConfig:
     data = expand_env(raw)
     origin: dict[tuple[str, ...], str] = {}
     for toggle, field_path in TOGGLES.items():
-        value = env.get(PREFIX + toggle)
-        if value is None or value == "":
-            continue
+        value = (env.get(PREFIX + toggle) or "").strip()
+        if not value:
+            continue  # unset and blank mean the same: the file (or the default) decides
         node = data
         for key in field_path[:-1]:
-            node = node.setdefault(key, {})
-        node[field_path[-1]] = value.strip()
+            if node.get(key) is None:
+                node[key] = {}
+            node = node[key]
+            if not isinstance(node, dict):
+                raise ConfigError(f"{path}: {key}: expected a mapping (set by {PREFIX}{toggle})")
+        node[field_path[-1]] = value
         origin[field_path] = PREFIX + toggle
     try:
         return ClientConfig.model_validate(data)

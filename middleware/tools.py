@@ -110,6 +110,8 @@ class SearchMemoryTool(_MemoryTool):
             max_memory_chars=mw.cfg.recall.max_memory_chars,
         )
         if not packed.context:
+            if best:
+                return _text("(memories matched, but none fits the tool token budget)")
             return _text("(no relevant memories found)")
         return _text(_cap_bytes(packed.context, mw.cfg.tool_result_max_bytes))
 

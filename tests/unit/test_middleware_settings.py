@@ -94,3 +94,24 @@ def test_the_operator_rendered_client_config_loads(tmp_path):
     cfg = load_settings(env_with(tmp_path, text, MEMORYSTORE_TOP_K="2"))
     assert cfg.endpoint == "http://acme-memory.tenants.svc:8765"
     assert cfg.scope == "agent" and cfg.recall.top_k == 2
+
+
+def test_a_nested_toggle_over_an_empty_or_scalar_section(tmp_path):
+    for section, works in (("recall:\n", True), ("recall: 5\n", False)):
+        path = tmp_path / "client.yaml"
+        path.write_text(f"endpoint: http://memory:8765\napiKey: {{env: KEY}}\n{section}")
+        env = {"MEMORYSTORE_CLIENT_CONFIG": str(path), "MEMORYSTORE_TOP_K": "3"}
+        if works:
+            assert load_settings(env).recall.top_k == 3
+        else:
+            with pytest.raises(
+                ConfigError, match=r"recall: expected a mapping .*MEMORYSTORE_TOP_K"
+            ):
+                load_settings(env)
+
+
+def test_a_blank_toggle_counts_as_unset(tmp_path):
+    path = tmp_path / "client.yaml"
+    path.write_text("endpoint: http://memory:8765\napiKey: {env: KEY}\nenabled: false\n")
+    env = {"MEMORYSTORE_CLIENT_CONFIG": str(path), "MEMORYSTORE_ENABLED": "   "}
+    assert load_settings(env).enabled is False
