@@ -13,16 +13,14 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from agentscope.message import UserMsg
 from prometheus_client import REGISTRY
 
-from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.middleware.client import MemoryServiceError
-from support.agent_memory import agent_for, chat, client_config, hints, key_file, stored
+from support.agent_memory import agent_for, chat, factories, hints, key_file, stored
 from support.fault_proxy import FaultProxy
 
 PREFERENCE = "Please make my charts in dark mode by default."
@@ -40,16 +38,8 @@ def proxy(service) -> Iterator[FaultProxy]:
 
 @pytest.fixture
 async def make_factory(service, proxy: FaultProxy, tmp_path: Path):
-    made: list[MemoryMiddlewareFactory] = []
-
-    def make(**fields: Any) -> MemoryMiddlewareFactory:
-        cfg = client_config(proxy.url, key_file(tmp_path, service.api_key), **fields)
-        made.append(MemoryMiddlewareFactory(cfg))
-        return made[-1]
-
-    yield make
-    for factory in made:
-        await factory.aclose()
+    async with factories(proxy.url, key_file(tmp_path, service.api_key)) as make:
+        yield make
 
 
 def fail_open_count(op: str) -> float:

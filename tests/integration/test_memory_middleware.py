@@ -22,6 +22,7 @@ from support.agent_memory import (
     agent_for,
     chat,
     client_config,
+    factories,
     hints,
     key_file,
     memory_messages,
@@ -38,16 +39,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 async def make_factory(service, tmp_path: Path):
-    made: list[MemoryMiddlewareFactory] = []
-
-    def make(**fields: Any) -> MemoryMiddlewareFactory:
-        cfg = client_config(service.url, key_file(tmp_path, service.api_key), **fields)
-        made.append(MemoryMiddlewareFactory(cfg))
-        return made[-1]
-
-    yield make
-    for factory in made:
-        await factory.aclose()
+    async with factories(service.url, key_file(tmp_path, service.api_key)) as make:
+        yield make
 
 
 async def test_static_control_recalls_into_a_new_session_and_writes_back(make_factory, http):

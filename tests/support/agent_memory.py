@@ -6,7 +6,8 @@ build a brand-new `Agent` (optionally from a saved state) with the middleware's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,24 @@ def client_config(endpoint: str, key_file: Path, **fields: Any) -> ClientConfig:
     return ClientConfig.model_validate(
         {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key_file)}, **fields}
     )
+
+
+@asynccontextmanager
+async def factories(
+    endpoint: str, key: Path
+) -> AsyncIterator[Callable[..., MemoryMiddlewareFactory]]:
+    """`make(**config fields)` builds factories for `endpoint`; all are closed at the end."""
+    made: list[MemoryMiddlewareFactory] = []
+
+    def make(**fields: Any) -> MemoryMiddlewareFactory:
+        made.append(MemoryMiddlewareFactory(client_config(endpoint, key, **fields)))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for factory in made:
+            await factory.aclose()
 
 
 def key_file(tmp_path: Path, api_key: str) -> Path:
