@@ -67,6 +67,35 @@ async def test_memory_crosses_sessions_and_never_lands_in_persisted_state(
         await factory.aclose()
 
 
+@pytest.mark.parametrize(
+    ("mode", "injects", "offers_tools", "writes_back"),
+    [
+        ("static_control", True, False, True),
+        ("agent_control", False, True, False),
+        ("both", True, True, True),
+    ],
+)
+async def test_each_mode_through_the_app(
+    service, http, tmp_path: Path, mode, injects, offers_tools, writes_back
+):
+    factory = factory_for(service, tmp_path, mode=mode)
+    http.post(
+        "/v3/memories/add/",
+        json={"messages": [{"role": "user", "content": PREFERENCE}], "user_id": "alice"},
+    ).raise_for_status()
+    try:
+        async with running_app(_app_dir(tmp_path), extra_agent_middlewares=factory) as app:
+            session = await app.create_session("alice")
+            turn = await app.chat(session, REQUEST, script=["Here is your chart."])
+            await factory.drain()
+            (call,) = turn.model.calls
+            assert bool(hints(call)) is injects
+            assert ("search_memory" in call.tool_names) is offers_tools
+            assert (REQUEST in stored(http, user_id="alice")) is writes_back
+    finally:
+        await factory.aclose()
+
+
 async def test_a_confirmed_add_memory_resumes_and_writes_the_original_question(
     service, http, tmp_path: Path
 ):

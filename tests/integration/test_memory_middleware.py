@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from agentscope.event import ConfirmResult, UserConfirmResultEvent
 from agentscope.message import UserMsg
@@ -201,3 +202,46 @@ async def test_the_same_config_yields_agentscopes_stock_mem0_middleware(service,
         assert PREFERENCE in stored(http, user_id="alice")
     finally:
         await factory.aclose()
+
+
+async def test_add_memory_keeps_extracted_facts_and_falls_back_to_raw_when_none(
+    tmp_path, monkeypatch
+):
+    """With an extraction model (a scripted OpenAI-compatible stand-in) behind the service."""
+    from memorystore.config import SecretSource, ServiceLLM
+    from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
+    from support.scripted_models import build_app
+
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-scripted")
+    with UvicornThread(build_app([])) as models:
+        llm = ServiceLLM(
+            provider="openai",
+            model="scripted-1",
+            base_url=f"{models.url}/v1",
+            api_key=SecretSource(env="SCRIPTED_KEY"),
+        )
+        with ServiceThread(embedded_config(tmp_path / "data", llm=llm)) as svc:
+            async with factories(svc.url, key_file(tmp_path, svc.api_key)) as make:
+                factory = make(mode="agent_control")
+                facts = ToolCall(
+                    "add_memory",
+                    {"thinking": "where they live", "content": ["I moved to Hangzhou."]},
+                )
+                nothing = ToolCall(
+                    "add_memory",
+                    {"thinking": "an odd request", "content": ["Ask me about the weather."]},
+                )
+                _, model, _ = await chat(factory, "Remember these.", [facts, nothing, "Saved."])
+                first, second = (
+                    m["content"] for m in model.calls[-1].messages if m["role"] == "tool"
+                )
+                assert "Lives in Hangzhou" in first and "Is based in China" in first
+                assert "Ask me about the weather." in second, "nothing extracted: stored raw"
+                with httpx.Client(
+                    base_url=svc.url, headers={"Authorization": f"Token {svc.api_key}"}
+                ) as client:
+                    assert stored(client, user_id="alice") == [
+                        "Ask me about the weather.",
+                        "Is based in China",
+                        "Lives in Hangzhou",
+                    ]
