@@ -24,6 +24,7 @@ from memorystore.spec import (
     Mode,
     Model,
     RecallSettings,
+    RetrievalSettings,
     Scope,
 )
 
@@ -92,9 +93,6 @@ class ServiceVectorStore(Model):
     embedded: EmbeddedQdrant | None = Field(None, description="In-process Qdrant engine.")
     server: ServerQdrant | None = Field(None, description="A Qdrant server.")
     collection: str = Field("memories", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    keyword_search: bool = Field(
-        False, description="Lexical (BM25) search fused with dense search."
-    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ServiceVectorStore:
@@ -159,6 +157,7 @@ class ServiceConfig(Model):
     embedder: ServiceEmbedder = Field(default_factory=ServiceEmbedder)
     llm: ServiceLLM | None = Field(None, description="Extraction model; none: infer off.")
     recall: RecallSettings = Field(default_factory=RecallSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     limits: Limits = Field(default_factory=Limits)
 
     def path_in_data_dir(self, configured: str | None, default: str) -> Path:

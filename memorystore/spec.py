@@ -96,6 +96,39 @@ class RecallSettings(Model):
     )
 
 
+class RetrievalSettings(Model):
+    """How the service finds memories for a query, offline (no model calls, no downloads).
+
+    Defaults are the best configuration measured with `memorystore bench locomo`.
+    """
+
+    hybrid: bool = Field(
+        True,
+        description="Fuse dense search with BM25 keyword search (embedded engine; a Qdrant "
+        "server uses dense search only).",
+    )
+    lexical_weight: float = Field(
+        1.0, ge=0.0, le=10.0, description="Weight of the keyword score against the dense score."
+    )
+    neighbour_weight: float = Field(
+        0.3,
+        ge=0.0,
+        le=10.0,
+        description="Share of the best neighbouring memory's score (the one written just "
+        "before or after in the same scope) added to a memory's own: conversations spread "
+        "one topic over consecutive turns.",
+    )
+    context: bool = Field(
+        True,
+        description="Index each memory written as text with its speaker (message `name`) and "
+        "date (metadata `date`), and embed it together with the memory written just before "
+        "it in the same scope.",
+    )
+    candidates: int = Field(
+        100, ge=10, le=1000, description="Candidates taken from each search before fusion."
+    )
+
+
 class EmbedderSettings(Model):
     """The embedding model. Offline providers need nothing else; remote ones need a model."""
 
@@ -235,6 +268,9 @@ class MemoryStoreSpec(Model):
     scope: Scope = Field(Scope.USER, description="Whose memory an agent reads and writes.")
     mode: Mode = Field(Mode.BOTH, description="Who decides when memory is read and written.")
     recall: RecallSettings = Field(default_factory=RecallSettings, description="Recall budgets.")
+    retrieval: RetrievalSettings = Field(
+        default_factory=RetrievalSettings, description="How memories are found (offline)."
+    )
     service: ServiceSpec = Field(default_factory=ServiceSpec, description="Memory service.")
     allowed_agent_pods: LabelSelector = Field(
         default_factory=LabelSelector,

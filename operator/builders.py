@@ -216,6 +216,7 @@ def service_config(owner: Owner, spec: MemoryStoreSpec) -> ServiceConfig:
         "history": {"path": HISTORY_PATH},
         "embedder": _validated(ServiceEmbedder, embedder, "spec.embedder"),
         "recall": spec.recall,
+        "retrieval": spec.retrieval,
     }
     if spec.llm is not None:
         llm = spec.llm.model_dump(

@@ -160,8 +160,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             found,
             token_budget=defaults.token_budget if body.token_budget is None else body.token_budget,
             max_memory_chars=body.max_memory_chars or defaults.max_memory_chars,
-            threshold=threshold,
-        )
+        )  # the floor was applied by the search (to the dense similarity)
         return {
             "context": packed.context,
             "memories": packed.memories,

@@ -205,12 +205,27 @@ class EdgeVectorStore(VectorStoreBase):
     def keyword_search(
         self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
     ) -> list[OutputData] | None:
-        """BM25 search over the sparse vectors, or None (mem0's "unsupported") when disabled."""
+        """BM25 search over the sparse vectors, or None (mem0's "unsupported") when disabled.
+
+        Documents are indexed from the payload's ``text_lemmatized`` (the service puts the
+        speaker and date there) or else its ``data``.
+        """
         if not self._keyword_search:
             return None
         nearest = qe.Query.Nearest(self._bm25.embed_query(query), using=BM25_VECTOR)
         request = self._request(nearest, top_k, _create_filter(filters))
         return [_output(hit) for hit in self._open().query(request)]
+
+    def cosine(
+        self, vectors: list[float], ids: list[str], filters: dict[str, Any] | None = None
+    ) -> dict[str, float]:
+        """The dense score of `vectors` against just these points (keyword hits' similarity)."""
+        if not ids:
+            return {}
+        scope = _create_filter(filters)
+        only = qe.Filter(must=[qe.HasIdCondition(set(ids)), *([scope] if scope else [])])
+        request = qe.QueryRequest(limit=len(ids), query=qe.Query.Nearest(vectors), filter=only)
+        return {str(hit.id): hit.score for hit in self._open().query(request)}
 
     def get(self, vector_id: str | int) -> OutputData | None:
         """The point with this id, or None when there is none."""

@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from mem0 import AsyncMemory
@@ -30,6 +31,7 @@ from pydantic import BaseModel
 from memorystore.config import ServiceConfig
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.keyed_locks import KeyedLocks
+from memorystore.service.retrieval import PREV_KEY, Hit, fuse, index_texts, line
 from memorystore.spec import EmbedderProvider, LLMProvider
 
 log = logging.getLogger(__name__)
@@ -142,7 +144,7 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
             collection_name=vs.collection,
             embedding_model_dims=dims,
             path=str(path),
-            keyword_search=vs.keyword_search,
+            keyword_search=cfg.retrieval.hybrid,
         )
         provider = EDGE_PROVIDER
     else:
@@ -165,6 +167,28 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
         embedder=embedder,
         history_db_path=str(history),
     )
+
+
+# payload keys mem0 keeps out of a memory's `metadata` (as in its own search results)
+_CORE_KEYS = {"data", "hash", "created_at", "updated_at", "text_lemmatized", PREV_KEY}
+_PROMOTED_KEYS = ("user_id", "agent_id", "run_id", "actor_id", "role", "attributed_to")
+
+
+def _memory_item(memory_id: str, score: float, payload: dict[str, Any]) -> dict[str, Any]:
+    """A search result shaped like mem0's (`MemoryItem` + promoted keys + metadata)."""
+    item: dict[str, Any] = {
+        "id": memory_id,
+        "memory": payload.get("data", ""),
+        "hash": payload.get("hash"),
+        "created_at": payload.get("created_at"),
+        "updated_at": payload.get("updated_at"),
+        "score": score,
+    }
+    item.update({key: payload[key] for key in _PROMOTED_KEYS if key in payload})
+    extra = {k: v for k, v in payload.items() if k not in _CORE_KEYS and k not in _PROMOTED_KEYS}
+    if extra:
+        item["metadata"] = extra
+    return item
 
 
 def _tune_history_db(db: Any) -> None:
@@ -215,6 +239,13 @@ class MemoryEngine:
         # extraction runs one at a time per scope (its facts are unknown in advance); a raw
         # write only excludes writes of the same text to the same scope.
         self._locks = KeyedLocks()
+        # the last memory written per scope (id, line): the next one's context and prev_id;
+        # a restart starts a new chain
+        self._last: dict[Scope, tuple[str, str]] = {}
+        retrieval = cfg.retrieval
+        self._fused_search = cfg.vector_store.embedded is not None and (
+            retrieval.hybrid or retrieval.neighbour_weight > 0
+        )
 
     @property
     def store(self) -> Any:
@@ -252,11 +283,68 @@ class MemoryEngine:
                     found = {"id": str(existing[0][0].id), "memory": msg["content"]}
                     results.append({**found, "event": "NONE"})
                     continue
-                added = await self.memory.add(
-                    [msg], **scope.filters(), metadata=metadata, infer=False
-                )
-            results.extend(added["results"])
+                results.append(await self._insert_raw(msg, scope, metadata or {}))
         return results
+
+    async def _insert_raw(
+        self, msg: dict[str, Any], scope: Scope, metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """mem0's `infer=False` insert (its `_create_memory`), with our index texts.
+
+        The memory keeps mem0's payload (data, hash, timestamps, role, actor_id) and history
+        row; what differs is what is embedded and keyword-indexed (`service/retrieval.py`) and
+        the link to the memory written just before it in the scope (`prev_id`).
+        """
+        content, name = msg["content"], msg.get("name")
+        memory_id = str(uuid.uuid4())
+        # claim the link before any await, so concurrent writes in a scope form one chain
+        previous = self._last.get(scope)
+        self._last[scope] = (memory_id, line(content, name))
+        date = metadata.get("date")
+        texts = index_texts(
+            content,
+            name,
+            str(date) if date else None,
+            previous[1] if previous else None,
+            self.cfg.retrieval,
+        )
+        vector = await asyncio.to_thread(self.memory.embedding_model.embed, texts.dense, "add")
+        now = datetime.now(UTC).isoformat()
+        payload = {
+            **metadata,
+            **scope.filters(),
+            "role": msg["role"],
+            "data": content,
+            "hash": hashlib.md5(content.encode()).hexdigest(),
+            "created_at": now,
+            "updated_at": now,
+            "text_lemmatized": texts.lexical,
+        }
+        if name:
+            payload["actor_id"] = name
+        if previous:
+            payload[PREV_KEY] = previous[0]
+        await asyncio.to_thread(
+            self.store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
+        )
+        await asyncio.to_thread(
+            self.memory.db.add_history,
+            memory_id,
+            None,
+            content,
+            "ADD",
+            created_at=now,
+            updated_at=now,
+            actor_id=name,
+            role=msg["role"],
+        )
+        return {
+            "id": memory_id,
+            "memory": content,
+            "event": "ADD",
+            "actor_id": name,
+            "role": msg["role"],
+        }
 
     async def search(
         self,
@@ -267,8 +355,41 @@ class MemoryEngine:
         extra_filters: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         filters = {**(extra_filters or {}), **scope.filters()}
-        result = await self.memory.search(query, top_k=top_k, filters=filters, threshold=threshold)
-        return result["results"]
+        if not self._fused_search:
+            result = await self.memory.search(
+                query, top_k=top_k, filters=filters, threshold=threshold
+            )
+            return result["results"]
+        vector = await asyncio.to_thread(self.memory.embedding_model.embed, query, "search")
+        hits = await asyncio.to_thread(self._fused, query, vector, filters, top_k, threshold)
+        return [_memory_item(hit.id, hit.score, hit.payload) for hit in hits]
+
+    def _fused(
+        self,
+        query: str,
+        vector: list[float],
+        filters: dict[str, Any],
+        top_k: int,
+        threshold: float,
+    ) -> list[Hit]:
+        settings = self.cfg.retrieval
+        n = max(settings.candidates, top_k)
+        dense = self.store.search(query=query, vectors=vector, top_k=n, filters=filters)
+        lexical = (
+            (self.store.keyword_search(query=query, top_k=n, filters=filters) or [])
+            if (settings.hybrid)
+            else []
+        )
+        dense_ids = {str(hit.id) for hit in dense}
+        keyword_only = [str(hit.id) for hit in lexical if str(hit.id) not in dense_ids]
+        return fuse(
+            [(str(h.id), h.score or 0.0, h.payload or {}) for h in dense],
+            [(str(h.id), h.score or 0.0, h.payload or {}) for h in lexical],
+            self.store.cosine(vector, keyword_only, filters),
+            settings,
+            threshold,
+            top_k,
+        )
 
     async def list(
         self, scope: Scope, page: int, page_size: int
