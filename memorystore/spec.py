@@ -104,8 +104,8 @@ class RetrievalSettings(Model):
 
     hybrid: bool = Field(
         True,
-        description="Fuse dense search with BM25 keyword search (embedded engine; a Qdrant "
-        "server uses dense search only).",
+        description="Fuse dense search with BM25 keyword search (offline encoder; IDF from "
+        "the embedded engine or the Qdrant server).",
     )
     lexical_weight: float = Field(
         1.0, ge=0.0, le=10.0, description="Weight of the keyword score against the dense score."

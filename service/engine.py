@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import qdrant_edge as qe
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
 from mem0.embeddings.configs import EmbedderConfig
@@ -27,6 +28,7 @@ from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
 from mem0.vector_stores.configs import VectorStoreConfig
 from mem0.vector_stores.qdrant import Qdrant
 from pydantic import BaseModel
+from qdrant_client.models import Filter, HasIdCondition, SparseVector
 
 from memorystore.config import ServiceConfig
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
@@ -56,8 +58,77 @@ class NoLLM(LLMBase):
         raise RuntimeError("no extraction model is configured (llm is unset)")
 
 
+class _OfflineBm25:
+    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download)."""
+
+    def __init__(self) -> None:
+        self.model = qe.Bm25()
+
+    def embed(self, texts: list[str]) -> Iterable[Any]:
+        return (_Sparse(self.model.embed_document(text)) for text in texts)
+
+
+@dataclass(frozen=True)
+class _Sparse:
+    vector: Any
+
+    @property
+    def indices(self) -> Any:
+        return _AsList(self.vector.indices)
+
+    @property
+    def values(self) -> Any:
+        return _AsList(self.vector.values)
+
+
+@dataclass(frozen=True)
+class _AsList:
+    items: list[Any]
+
+    def tolist(self) -> list[Any]:
+        return list(self.items)
+
+
 class ServerQdrant(Qdrant):
-    """mem0's Qdrant store plus the exact count the service reports in list and metrics."""
+    """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
+
+    mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
+    encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
+    embedded store is used instead, so hybrid retrieval works the same on both.
+    """
+
+    def _get_bm25_encoder(self) -> Any:
+        if self._bm25_encoder is None:
+            self._bm25_encoder = _OfflineBm25()
+        return self._bm25_encoder
+
+    def keyword_search(
+        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[Any] | None:
+        if not self._has_bm25_slot:
+            return None
+        encoder = self._get_bm25_encoder().model.embed_query(query)
+        sparse = SparseVector(indices=list(encoder.indices), values=list(encoder.values))
+        hits = self.client.query_points(
+            collection_name=self.collection_name,
+            query=sparse,
+            using="bm25",
+            query_filter=self._create_filter(filters) if filters else None,
+            limit=top_k,
+        )
+        return hits.points
+
+    def cosine(
+        self, vectors: list[float], ids: list[str], filters: dict[str, Any] | None = None
+    ) -> dict[str, float]:
+        if not ids:
+            return {}
+        scope = self._create_filter(filters) if filters else None
+        only = Filter(must=[HasIdCondition(has_id=list(ids)), *([scope] if scope else [])])
+        hits = self.client.query_points(
+            collection_name=self.collection_name, query=vectors, query_filter=only, limit=len(ids)
+        )
+        return {str(hit.id): hit.score for hit in hits.points}
 
     def count(self, filters: dict[str, Any] | None = None) -> int:
         flt = self._create_filter(filters) if filters else None
@@ -243,9 +314,7 @@ class MemoryEngine:
         # a restart starts a new chain
         self._last: dict[Scope, tuple[str, str]] = {}
         retrieval = cfg.retrieval
-        self._fused_search = cfg.vector_store.embedded is not None and (
-            retrieval.hybrid or retrieval.neighbour_weight > 0
-        )
+        self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
 
     @property
     def store(self) -> Any:
