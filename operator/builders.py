@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -84,6 +85,14 @@ class Images:
 
     service: str = "ghcr.io/memorystore/memory-service:0.1.0"
     qdrant: str = "qdrant/qdrant:v1.16.1"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Images:
+        """MEMORYSTORE_SERVICE_IMAGE / MEMORYSTORE_QDRANT_IMAGE (the chart's values) win."""
+        return cls(
+            service=env.get("MEMORYSTORE_SERVICE_IMAGE") or cls.service,
+            qdrant=env.get("MEMORYSTORE_QDRANT_IMAGE") or cls.qdrant,
+        )
 
 
 @dataclass(frozen=True)

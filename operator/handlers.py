@@ -54,7 +54,7 @@ log = logging.getLogger("memorystore.operator")
 # Drift repair and status refresh; tests shorten it.
 RESYNC_SECONDS = float(os.environ.get("MEMORYSTORE_OPERATOR_RESYNC_SECONDS", "30"))
 RESYNC_CONCURRENCY = 8
-IMAGES = Images()
+IMAGES = Images.from_env(os.environ)
 MemoryStoreResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
 
