@@ -447,3 +447,15 @@ def test_printer_columns_and_status_subresource(kube: Kube, namespace: str):
     )
     assert refused.returncode != 0
     assert 'status.phase: Unsupported value: "Sleeping"' in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "example",
+    ["memorystore.yaml", "external-qdrant.yaml", "postgres-history.yaml", "agent-scoped.yaml"],
+)
+def test_every_example_is_accepted_by_the_api_server(kube: Kube, namespace: str, example: str):
+    path = CRD_PATH.parents[1] / "examples" / example
+    result = kube.kubectl(
+        "apply", "--validate=strict", "--dry-run=server", "-n", namespace, "-f", str(path)
+    )
+    assert "created (server dry run)" in result.stdout
