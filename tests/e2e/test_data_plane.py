@@ -1,0 +1,229 @@
+"""The user's path past `kubectl apply`: the data plane runs on what the operator rendered.
+
+The operator (on the real control plane) turns two MemoryStores into children. Then, per
+tenant, the memory-service process starts with exactly the config and key the operator
+rendered (read back from the API server), and the AgentScope factory runs with exactly the
+client config and key it rendered (written to a directory, as a volume mount would).
+
+What cannot exist here is substituted, and only that: simulated nodes run no containers,
+so the service runs as a local process on loopback (listen address, endpoint), with its data
+in a temporary directory, and — no Qdrant server binary being obtainable — the embedded
+Qdrant engine instead of the StatefulSet's server.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from agentscope.message import UserMsg
+
+from memorystore.devcluster.cluster import free_port
+from memorystore.devcluster.target import Kube
+from memorystore.middleware import MemoryMiddlewareFactory
+from memorystore.operator import names
+from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.operator.process import start_operator, stop_operator
+from memorystore.service.runner import wait_until_ready
+from support.agent_memory import agent_for, hints
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+PREFERENCE = "Please make my charts in dark mode by default."
+REQUEST = "Draw me a bar chart of monthly sales."
+
+
+@pytest.fixture
+def operator(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[None]:
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
+    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    log = tmp_path / "operator.log"
+    proc = start_operator(kube.kubeconfig, namespace, log, resync_seconds=2)
+    yield
+    stop_operator(proc)
+    print(log.read_text()[-3000:] if log.exists() else "(no operator log)")
+
+
+@dataclass
+class Tenant:
+    store: str
+    url: str
+    client_config: Path
+    proc: subprocess.Popen[bytes]
+
+
+def ready_store(kube: Kube, namespace: str, store: str, spec: str = "{}") -> dict:
+    kube.apply(
+        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+        f"metadata: {{name: {store}}}\nspec: {spec}\n",
+        "-n",
+        namespace,
+    )
+
+    def ready() -> dict | None:
+        status = kube.get("mstore", store, "-n", namespace).get("status") or {}
+        return status if status.get("phase") == "Ready" else None
+
+    return wait_for(ready, timeout=120)
+
+
+def secret_value(kube: Kube, namespace: str, name: str, key: str) -> str:
+    data = kube.get("secret", name, "-n", namespace)["data"]
+    return base64.b64decode(data[key]).decode()
+
+
+@pytest.fixture
+def start_tenant(kube: Kube, namespace: str, tmp_path: Path) -> Iterator:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(store: str) -> Tenant:
+        root = tmp_path / store
+        (root / "data").mkdir(parents=True)
+        # the service: the rendered ConfigMap, the key from the keys Secret (the pod's env)
+        cm = kube.get("configmap", names.memory_config_map_name(store), "-n", namespace)
+        service = yaml.safe_load(cm["data"][names.SERVICE_CONFIG_FILE])
+        port = free_port()
+        service["listen"] = {"host": "127.0.0.1", "port": port}
+        service["dataDir"] = str(root / "data")
+        service["history"] = {"path": str(root / "data" / "history.db")}
+        service["vectorStore"] = {
+            "embedded": {},
+            "collection": service["vectorStore"]["collection"],
+        }
+        config = root / "service.yaml"
+        config.write_text(yaml.safe_dump(service))
+        key = secret_value(kube, namespace, names.keys_secret_name(store), names.SERVICE_API_KEY)
+        env = {**os.environ, "MEMORYSTORE_API_KEY": key}
+        log = (root / "service.log").open("w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memorystore", "serve", "--config", str(config)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(url, proc)
+        # the agent pod's mounts: the client ConfigMap and the client Secret, as files
+        mount = root / "agent"
+        mount.mkdir()
+        client_key = secret_value(
+            kube, namespace, names.client_secret_name(store), names.CLIENT_API_KEY
+        )
+        (mount / names.CLIENT_API_KEY).write_text(client_key)
+        ccm = kube.get("configmap", names.client_config_map_name(store), "-n", namespace)
+        client = yaml.safe_load(ccm["data"][names.CLIENT_CONFIG_FILE])
+        assert client["endpoint"] == names.memory_endpoint(store, namespace)
+        client["endpoint"] = url
+        client["apiKey"] = {"file": str(mount / names.CLIENT_API_KEY)}
+        path = mount / names.CLIENT_CONFIG_FILE
+        path.write_text(yaml.safe_dump(client))
+        return Tenant(store, url, path, proc)
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def factory(tenant: Tenant, **toggles: str) -> MemoryMiddlewareFactory:
+    env = {"MEMORYSTORE_CLIENT_CONFIG": str(tenant.client_config), **toggles}
+    return MemoryMiddlewareFactory.from_env(env)
+
+
+async def turn(f: MemoryMiddlewareFactory, text: str, reply: str, **kwargs: str):
+    agent, model = await agent_for(f, [reply], **kwargs)
+    answer = await agent.reply(UserMsg(name="user", content=text))
+    await f.drain()
+    return answer, model
+
+
+async def test_the_rendered_config_carries_memory_across_sessions_and_toggles_apply(
+    kube: Kube, namespace: str, operator: None, start_tenant
+):
+    ready_store(kube, namespace, "acme")
+    tenant = start_tenant("acme")
+
+    f = factory(tenant)
+    try:
+        await turn(f, PREFERENCE, "Noted.", session="s1")
+        _, model = await turn(f, REQUEST, "Dark-mode chart.", session="s2")
+        (call,) = model.calls
+        assert any(PREFERENCE in hint for hint in hints(call)), "session 2 recalls session 1"
+        assert {"search_memory", "add_memory"} <= set(call.tool_names), "the spec's mode: both"
+    finally:
+        await f.aclose()
+
+    off = factory(tenant, MEMORYSTORE_ENABLED="false")
+    assert await off("alice", "assistant", "s3") == []
+
+    static = factory(tenant, MEMORYSTORE_MODE="static_control")
+    try:
+        _, model = await turn(static, REQUEST, "Chart.", session="s4")
+        (call,) = model.calls
+        assert hints(call) and "search_memory" not in call.tool_names
+    finally:
+        await static.aclose()
+
+    per_agent = factory(tenant, MEMORYSTORE_SCOPE="agent")
+    try:
+        _, model = await turn(per_agent, REQUEST, "Chart.", agent_id="planner", session="s5")
+        (call,) = model.calls
+        assert hints(call) == [], "agent scope: the planner has no memory of its own yet"
+    finally:
+        await per_agent.aclose()
+
+    tenant.proc.terminate()
+    tenant.proc.wait(timeout=30)
+    fail_open = factory(tenant)  # the service is gone: the factory gives no middleware
+    try:
+        assert await fail_open("alice", "assistant", "s6") == []
+    finally:
+        await fail_open.aclose()
+
+
+async def test_two_tenants_get_separate_keys_services_and_policies_and_cannot_cross(
+    kube: Kube, namespace: str, operator: None, start_tenant
+):
+    ready_store(kube, namespace, "alpha")
+    ready_store(kube, namespace, "beta")
+    keys = {
+        store: secret_value(kube, namespace, names.keys_secret_name(store), names.SERVICE_API_KEY)
+        for store in ("alpha", "beta")
+    }
+    assert keys["alpha"] != keys["beta"]
+    for store in ("alpha", "beta"):
+        kube.get("service", names.memory_service_name(store), "-n", namespace)
+        policy = kube.get("networkpolicy", names.memory_network_policy_name(store), "-n", namespace)
+        assert policy["spec"]["podSelector"]["matchLabels"] == names.selector_labels(
+            store, "memory-service"
+        )
+
+    alpha, beta = start_tenant("alpha"), start_tenant("beta")
+    fa = factory(alpha)
+    try:
+        await turn(fa, PREFERENCE, "Noted.", session="s1")
+    finally:
+        await fa.aclose()
+    # alpha's client key against beta's service: refused, and beta holds nothing of alpha's
+    response = httpx.post(
+        f"{beta.url}/v3/memories/search/",
+        json={"query": "charts", "filters": {"user_id": "alice"}},
+        headers={"Authorization": f"Token {keys['alpha']}"},
+    )
+    assert response.status_code == 401
+    listed = httpx.post(
+        f"{beta.url}/v3/memories/",
+        json={"filters": {"user_id": "alice"}},
+        headers={"Authorization": f"Token {keys['beta']}"},
+    )
+    assert listed.json()["results"] == []
