@@ -112,23 +112,32 @@ def test_a_missing_provider_key_fails_naming_the_field(tmp_path, monkeypatch):
         mem0_config(cfg)
 
 
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_counts_with_filters():
-    # No Qdrant server binary is obtainable here; qdrant-client's in-memory mode runs the
-    # same client calls our subclass adds to mem0's Qdrant store.
+IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
+
+
+def server_store(texts: list[str]) -> ServerQdrant:
+    """Three points (users a, a, b) with these BM25 texts, in qdrant-client's local mode.
+
+    No Qdrant server binary is obtainable here; the in-memory mode runs the same client calls
+    our subclass adds to mem0's Qdrant store.
+    """
     store = ServerQdrant(
         collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
     )
-    ids = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
     store.insert(
         vectors=[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]],
-        ids=ids,
+        ids=IDS,
         payloads=[
-            {"user_id": "a", "data": "x"},
-            {"user_id": "a", "data": "y"},
-            {"user_id": "b", "data": "z"},
+            {"user_id": user, "data": data, "text_lemmatized": text}
+            for user, data, text in zip("aab", "xyz", texts, strict=True)
         ],
     )
+    return store
+
+
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
+def test_server_store_counts_with_filters():
+    store = server_store(["x", "y", "z"])
     assert store.count(None) == 3
     assert store.count({"user_id": "a"}) == 2
     store.close()
@@ -137,21 +146,11 @@ def test_server_store_counts_with_filters():
 @pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
 def test_server_store_keyword_search_and_cosine_work_offline():
     # mem0 would encode BM25 with fastembed (a model download); ours uses qdrant-edge's encoder.
-    store = ServerQdrant(
-        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
-    )
-    ids = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
-    store.insert(
-        vectors=[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]],
-        ids=ids,
-        payloads=[
-            {"user_id": "a", "data": "x", "text_lemmatized": "(May 2023) Mel: went hiking"},
-            {"user_id": "a", "data": "y", "text_lemmatized": "Caroline: adoption agencies"},
-            {"user_id": "b", "data": "z", "text_lemmatized": "Caroline: hiking again"},
-        ],
+    store = server_store(
+        ["(May 2023) Mel: went hiking", "Caroline: adoption agencies", "Caroline: hiking again"]
     )
     hits = store.keyword_search("hiking", top_k=5, filters={"user_id": "a"})
-    assert [str(h.id) for h in hits] == [ids[0]], "BM25 finds the word, within the scope"
-    scores = store.cosine([1, 0, 0, 0], [ids[0], ids[1], ids[2]], {"user_id": "a"})
-    assert scores == pytest.approx({ids[0]: 1.0, ids[1]: 0.0})
+    assert [str(h.id) for h in hits] == [IDS[0]], "BM25 finds the word, within the scope"
+    scores = store.cosine([1, 0, 0, 0], IDS, {"user_id": "a"})
+    assert scores == pytest.approx({IDS[0]: 1.0, IDS[1]: 0.0})
     store.close()
