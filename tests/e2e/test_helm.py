@@ -65,8 +65,7 @@ def service_account_kubeconfig(kube: Kube, namespace: str, account: str, path: P
 
 @pytest.fixture
 def system_namespace(kube: Kube, namespace: str) -> Iterator[str]:
-    name = f"{namespace[:50]}-sys"
-    kube.kubectl("create", "namespace", name)
+    name = f"{namespace[:50]}-sys"  # created by `helm install --create-namespace`
     yield name
     helm(kube, "uninstall", RELEASE, "-n", name, check=False)
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
@@ -83,6 +82,7 @@ def test_helm_install_apply_the_example_upgrade_and_uninstall(
         str(CHART),
         "-n",
         system_namespace,
+        "--create-namespace",
         "--set",
         f"watch.namespaces={{{namespace}}}",
         "--take-ownership",  # other suites may have applied the same CRD with kubectl
