@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,7 @@ class MemoryMiddleware(MiddlewareBase):
         self.session_id = session_id
         # the scope's entity ids: from the authenticated request, never from model output
         self.ids = scope_ids(cfg.scope, user_id, agent_id, cfg.tenant)
+        self._live: tuple[Msg, str] | None = None  # the hint in the context, and its anchor
         self._tools: list[ToolBase] = (
             [] if cfg.mode == Mode.STATIC_CONTROL else [SearchMemoryTool(self), AddMemoryTool(self)]
         )
@@ -150,12 +151,12 @@ class MemoryMiddleware(MiddlewareBase):
         try:
             if resumed and recall is not None:
                 # no ReplyStartEvent on resume: the context is already there
-                hint = _insert_hint(agent, turn, await recall)
+                hint = self._inject(agent, turn, await recall)
             async for item in next_handler(**input_kwargs):
                 if isinstance(item, ReplyStartEvent) and turn is not None and recall is not None:
                     turn.reply_id = item.reply_id
                     # the user message is in the context now; the first model call comes next
-                    hint = _insert_hint(agent, turn, await recall)
+                    hint = self._inject(agent, turn, await recall)
                 elif isinstance(item, ReplyEndEvent):
                     end = item
                 elif isinstance(item, Msg) and item.role == "assistant":
@@ -168,6 +169,7 @@ class MemoryMiddleware(MiddlewareBase):
                 else:
                     recall.cancel()
             _remove(agent, hint)
+            self._live = None
 
         if turn is None:
             return
@@ -179,6 +181,36 @@ class MemoryMiddleware(MiddlewareBase):
         answer = final.get_text_content() if final is not None else None
         if completed and answer and self.cfg.capture and self.cfg.mode != Mode.AGENT_CONTROL:
             await self._write_back(turn, answer, end.reply_id if end else turn.reply_id)
+
+    def _inject(self, agent: Agent, turn: Turn, memories: str) -> Msg | None:
+        if not memories:
+            return None
+        hint = AssistantMsg(name=HINT_NAME, content=[HintBlock(hint=f"{HINT_HEADER}\n{memories}")])
+        if not _place(agent, hint, turn.user_msg_id):
+            return None
+        self._live = (hint, turn.user_msg_id)
+        return hint
+
+    async def on_compress_context(
+        self,
+        agent: Agent,
+        input_kwargs: dict[str, Any],
+        next_handler: Callable[..., Awaitable[None]],
+    ) -> None:
+        """Compression must never fold the temporary hint into the persisted summary.
+
+        The hint is taken out while the context is compressed and put back after this turn's
+        user message; if compression summarised that message away, the hint goes too.
+        """
+        live = self._live
+        if live is None or not _remove(agent, live[0]):
+            await next_handler(**input_kwargs)
+            return
+        try:
+            await next_handler(**input_kwargs)
+        finally:
+            if not _place(agent, *live):
+                self._live = None
 
     async def _recall(self, query: str) -> str:
         """The packed memory lines for this query; '' when there are none or memory is down."""
@@ -255,26 +287,23 @@ def _user_turn(inputs: Any) -> Turn | None:
     return Turn(text.strip(), users[-1].id)
 
 
-def _insert_hint(agent: Agent, turn: Turn, memories: str) -> Msg | None:
+def _place(agent: Agent, hint: Msg, user_msg_id: str) -> bool:
     """Put the hint right after this turn's user message (the agent copies inputs, ids stay)."""
-    if not memories:
-        return None
     context = agent.state.context
     for index in range(len(context) - 1, -1, -1):
-        if context[index].id == turn.user_msg_id:
-            hint = AssistantMsg(
-                name=HINT_NAME, content=[HintBlock(hint=f"{HINT_HEADER}\n{memories}")]
-            )
+        if context[index].id == user_msg_id:
             context.insert(index + 1, hint)
-            return hint
-    return None
+            return True
+    return False
 
 
-def _remove(agent: Agent, hint: Msg | None) -> None:
+def _remove(agent: Agent, hint: Msg | None) -> bool:
+    """Take the hint out by identity; False when it is not (or no longer) there."""
     if hint is None:
-        return
+        return False
     context = agent.state.context
     for index, msg in enumerate(context):
         if msg is hint:
             del context[index]
-            return
+            return True
+    return False

@@ -245,3 +245,33 @@ async def test_add_memory_keeps_extracted_facts_and_falls_back_to_raw_when_none(
                         "Is based in China",
                         "Lives in Hangzhou",
                     ]
+
+
+async def test_compression_never_folds_the_hint_into_the_summary(make_factory):
+    """The compress hook takes the hint out while the agent compresses, then puts it back."""
+    from memorystore.middleware.memory import Turn
+
+    factory = make_factory(mode="static_control")
+    agent, _ = await agent_for(factory, [])
+    (middleware,) = agent._compress_context_middlewares
+    user = UserMsg(name="user", content=REQUEST)
+    agent.state.context.append(user)
+    hint = middleware._inject(agent, Turn(REQUEST, user.id), "- Prefers dark mode.")
+    assert agent.state.context == [user, hint]
+
+    seen: list[list[Any]] = []
+
+    async def compress(**_: Any) -> None:
+        seen.append(list(agent.state.context))
+
+    await agent.compress_context()  # the real chain (nothing to compress yet) keeps it in place
+    assert agent.state.context == [user, hint]
+    await middleware.on_compress_context(agent, {}, compress)
+    assert seen == [[user]], "the summariser never sees the hint"
+    assert agent.state.context == [user, hint], "and it is back for this turn's model call"
+
+    async def summarise_everything(**_: Any) -> None:
+        agent.state.context.clear()
+
+    await middleware.on_compress_context(agent, {}, summarise_everything)
+    assert agent.state.context == [], "the turn's message was summarised: the hint goes too"
