@@ -38,21 +38,19 @@ class Packed:
     context: str
     memories: list[dict[str, Any]] = field(default_factory=list)
     tokens: int = 0
-    dropped: int = 0  # memories above the floor that did not fit the budget
+    dropped: int = 0  # memories found that did not fit the budget
 
 
 def pack(
     memories: list[dict[str, Any]],
     token_budget: int,
     max_memory_chars: int,
-    threshold: float = 0.0,
 ) -> Packed:
-    """Best-first, whole memories only, each clipped to max_memory_chars, under the budget."""
-    ranked = sorted(
-        (m for m in memories if (m.get("score") or 0.0) >= threshold),
-        key=lambda m: m.get("score") or 0.0,
-        reverse=True,
-    )
+    """Best-first, whole memories only, each clipped to max_memory_chars, under the budget.
+
+    The score floor is the search's job (it applies it to the dense similarity).
+    """
+    ranked = sorted(memories, key=lambda m: m.get("score") or 0.0, reverse=True)
     packed = Packed(context="")
     lines: list[str] = []
     for mem in ranked:

@@ -80,7 +80,9 @@ class Turn:
     @classmethod
     def from_state(cls, data: Any) -> Turn | None:
         if isinstance(data, dict) and isinstance(data.get("query"), str):
-            return cls(data["query"], str(data.get("user_msg_id", "")), str(data.get("reply_id")))
+            return cls(
+                data["query"], str(data.get("user_msg_id") or ""), str(data.get("reply_id") or "")
+            )
         return None
 
 

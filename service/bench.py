@@ -86,6 +86,10 @@ def _config(data_dir: Path, embedder: str, port: int, threads: int) -> dict:
         "apiKey": {"file": str(data_dir / "api-key"), "generate": True},
         "vectorStore": {"embedded": {}},
         "embedder": {"provider": embedder, "threads": threads},
+        # mem0's own dense search and plain inserts, as on the direct side: this bench
+        # measures what the service layer costs; `bench locomo` and `bench agent` measure
+        # the retrieval defaults
+        "retrieval": {"hybrid": False, "neighbourWeight": 0, "context": False},
     }
 
 

@@ -13,11 +13,14 @@ import asyncio
 import hashlib
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import qdrant_edge as qe
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
@@ -43,6 +46,7 @@ logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 ENTITY_KEYS = ("user_id", "agent_id", "run_id")
+CHAIN_SCOPES = 10_000  # scopes whose last memory is remembered for context and prev_id
 EDGE_PROVIDER = "memorystore-edge"
 SERVER_PROVIDER = "memorystore-qdrant"
 NO_LLM_PROVIDER = "memorystore-none"
@@ -59,34 +63,20 @@ class NoLLM(LLMBase):
 
 
 class _OfflineBm25:
-    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download)."""
+    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download).
+
+    mem0 reads `.indices.tolist()` / `.values.tolist()` off each result, as from fastembed.
+    """
 
     def __init__(self) -> None:
         self.model = qe.Bm25()
 
     def embed(self, texts: list[str]) -> Iterable[Any]:
-        return (_Sparse(self.model.embed_document(text)) for text in texts)
-
-
-@dataclass(frozen=True)
-class _Sparse:
-    vector: Any
-
-    @property
-    def indices(self) -> Any:
-        return _AsList(self.vector.indices)
-
-    @property
-    def values(self) -> Any:
-        return _AsList(self.vector.values)
-
-
-@dataclass(frozen=True)
-class _AsList:
-    items: list[Any]
-
-    def tolist(self) -> list[Any]:
-        return list(self.items)
+        for text in texts:
+            vector = self.model.embed_document(text)
+            yield SimpleNamespace(
+                indices=np.asarray(vector.indices), values=np.asarray(vector.values)
+            )
 
 
 class ServerQdrant(Qdrant):
@@ -107,8 +97,8 @@ class ServerQdrant(Qdrant):
     ) -> list[Any] | None:
         if not self._has_bm25_slot:
             return None
-        encoder = self._get_bm25_encoder().model.embed_query(query)
-        sparse = SparseVector(indices=list(encoder.indices), values=list(encoder.values))
+        terms = self._get_bm25_encoder().model.embed_query(query)
+        sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
         hits = self.client.query_points(
             collection_name=self.collection_name,
             query=sparse,
@@ -310,9 +300,10 @@ class MemoryEngine:
         # extraction runs one at a time per scope (its facts are unknown in advance); a raw
         # write only excludes writes of the same text to the same scope.
         self._locks = KeyedLocks()
-        # the last memory written per scope (id, line): the next one's context and prev_id;
-        # a restart starts a new chain
-        self._last: dict[Scope, tuple[str, str]] = {}
+        # the last memory written per scope (id, line): the next one's context and prev_id.
+        # Bounded (least recently written scopes go first); a scope that falls out, like a
+        # restart, starts a new chain.
+        self._last: OrderedDict[Scope, tuple[str, str]] = OrderedDict()
         retrieval = cfg.retrieval
         self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
 
@@ -367,8 +358,10 @@ class MemoryEngine:
         content, name = msg["content"], msg.get("name")
         memory_id = str(uuid.uuid4())
         # claim the link before any await, so concurrent writes in a scope form one chain
-        previous = self._last.get(scope)
+        previous = self._last.pop(scope, None)
         self._last[scope] = (memory_id, line(content, name))
+        if len(self._last) > CHAIN_SCOPES:
+            self._last.popitem(last=False)
         date = metadata.get("date")
         texts = index_texts(
             content,
@@ -444,11 +437,9 @@ class MemoryEngine:
         settings = self.cfg.retrieval
         n = max(settings.candidates, top_k)
         dense = self.store.search(query=query, vectors=vector, top_k=n, filters=filters)
-        lexical = (
-            (self.store.keyword_search(query=query, top_k=n, filters=filters) or [])
-            if (settings.hybrid)
-            else []
-        )
+        lexical: list[Any] = []
+        if settings.hybrid:
+            lexical = self.store.keyword_search(query=query, top_k=n, filters=filters) or []
         dense_ids = {str(hit.id) for hit in dense}
         keyword_only = [str(hit.id) for hit in lexical if str(hit.id) not in dense_ids]
         return fuse(

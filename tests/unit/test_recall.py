@@ -33,9 +33,9 @@ def test_budget_drops_what_does_not_fit_and_keeps_smaller_ones():
     assert packed.tokens <= 10
 
 
-def test_threshold_is_a_floor_and_zero_budget_injects_nothing():
-    memories = [mem("above", 0.5), mem("below", 0.1)]
-    assert [m["memory"] for m in pack(memories, 100, 100, threshold=0.3).memories] == ["above"]
+def test_best_first_and_zero_budget_injects_nothing():
+    memories = [mem("lower", 0.1), mem("higher", 0.5)]
+    assert [m["memory"] for m in pack(memories, 100, 100).memories] == ["higher", "lower"]
     assert pack(memories, 0, 100).context == ""
 
 
