@@ -39,8 +39,11 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memorystore.service.app import create_app
+    from memorystore.service.tls import CertificateReloader
 
     try:
+        # the certificate first: a bad one fails in a moment, not after the model loads
+        reloader = CertificateReloader(cfg.tls) if cfg.tls else None
         app = create_app(cfg)
     except ConfigError as exc:
         print(f"memorystore serve: invalid config: {exc}", file=sys.stderr)
@@ -48,12 +51,15 @@ def _serve(args: argparse.Namespace) -> int:
     except Exception as exc:  # a store or model endpoint that cannot be opened: say which
         print(f"memorystore serve: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if reloader is not None:
+        reloader.start()  # a renewed certificate (kubelet updates the mount) without restart
     uvicorn.run(
         app,
         host=cfg.listen.host,
         port=cfg.listen.port,
         log_level=args.log_level.lower(),
         access_log=args.access_log,
+        ssl_context_factory=(lambda *_: reloader.context) if reloader else None,
     )
     return 0
 
@@ -120,17 +126,45 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 
     from memorystore.devcluster.build import ensure_tools
     from memorystore.devcluster.cluster import LocalCluster
-    from memorystore.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
+    from memorystore.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, REAL_NODE_TOOLS
 
-    tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS)
+    node = None
+    if args.real_node:
+        from memorystore.devcluster import node as real
+
+        problems = real.missing_requirements()
+        if problems:
+            print("memorystore dev cluster --real-node: " + "; ".join(problems), file=sys.stderr)
+            return 2
+    tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS + (REAL_NODE_TOOLS if args.real_node else []))
+    if args.real_node:
+        node = real.RealNode(tools)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with LocalCluster(tools) as cluster:
+    try:
+        cluster = LocalCluster(tools, real_node=node).start()
+    except Exception as exc:  # a failed step names itself and its log; nothing is left running
+        print(f"memorystore dev cluster: {exc}", file=sys.stderr)
+        return 1
+    try:
         print(f"\nexport KUBECONFIG={cluster.kubeconfig}")
         print(f"kubectl: {tools['kubectl']}   helm: {tools['helm']}")
-        print("Ctrl-C (or SIGTERM) stops the cluster and removes its files.")
+        if node is not None:
+            print(
+                f"real node {real.NODE_NAME}: pods that tolerate the taint "
+                f"{real.REAL_NODE_TAINT['key']}={real.REAL_NODE_TAINT['value']}:"
+                f"{real.REAL_NODE_TAINT['effect']} run there, on bridge {real.BRIDGE} "
+                f"({real.POD_CIDR}); reach a pod at its IP from this machine.\n"
+                f"Cluster DNS {real.GATEWAY}:53 ({real.CLUSTER_DOMAIN}); default StorageClass "
+                f"{real.STORAGE_CLASS}; load an image: ctr --address {node.socket} "
+                f"-n k8s.io images import IMAGE.tar (then imagePullPolicy: Never).\n"
+                f"Logs: {cluster.workdir}/logs"
+            )
+        print("Ctrl-C (or SIGTERM) stops the cluster, restores the host and removes its files.")
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
+    finally:
+        cluster.stop()
     return 0
 
 
@@ -284,6 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start etcd, kube-apiserver (RBAC, ServiceAccount tokens, default "
         "admission), kube-controller-manager, kube-scheduler and kwok with one simulated "
         "node on free loopback ports; print the KUBECONFIG; stop everything on Ctrl-C.",
+    )
+    cluster.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also join a real kubelet node (containerd, kube-proxy, CoreDNS, a default "
+        "StorageClass) on a local bridge; needs root and `make node-deps`",
     )
     cluster.set_defaults(func=_dev_cluster)
     return parser

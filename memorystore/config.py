@@ -43,6 +43,12 @@ class SecretSource(Model):
         description="Create `file` with a random secret (mode 0600) when it does not exist. "
         "For local use; in clusters the operator generates and mounts the key.",
     )
+    optional: bool = Field(
+        False,
+        description="A missing or empty file (or an unset variable) means no secret rather "
+        "than an error: for a secret that exists only some of the time, such as the previous "
+        "service key during a key rotation's grace period.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> SecretSource:
@@ -50,10 +56,23 @@ class SecretSource(Model):
             raise ValueError("set `env` or `file`")
         if self.generate and not self.file:
             raise ValueError("`generate` needs `file`")
+        if self.generate and self.optional:
+            raise ValueError("`generate` and `optional` exclude each other")
         return self
 
     def resolve(self, field: str) -> SecretStr:
         """Read the secret; env wins over file. The error names the field, never the value."""
+        value = self.read(field)
+        if value is None:  # an optional secret that is absent, where one is required
+            where = f"secret file {self.file}" if self.file else f"variable {self.env}"
+            raise ConfigError(f"{field}: {where} is missing or empty")
+        return value
+
+    def read(self, field: str) -> SecretStr | None:
+        """Like `resolve`, but an absent `optional` secret is None instead of an error.
+
+        A file that exists but cannot be read is an error even when optional: that is a
+        broken mount, not an absent secret."""
         if self.env and os.environ.get(self.env):
             return SecretStr(os.environ[self.env].strip())
         if self.file:
@@ -65,13 +84,25 @@ class SecretSource(Model):
                     fh.write(secrets.token_urlsafe(32))
             try:
                 value = path.read_text().strip()
+            except FileNotFoundError:
+                if self.optional:
+                    return None
+                raise ConfigError(
+                    f"{field}: cannot read secret file {path}: No such file or directory"
+                ) from None
             except OSError as exc:
                 raise ConfigError(
                     f"{field}: cannot read secret file {path}: {exc.strerror}"
                 ) from None
+            except UnicodeDecodeError:
+                raise ConfigError(f"{field}: secret file {path} is not UTF-8 text") from None
             if value:
                 return SecretStr(value)
+            if self.optional:
+                return None
             raise ConfigError(f"{field}: secret file {path} is empty")
+        if self.optional:
+            return None
         raise ConfigError(f"{field}: environment variable {self.env} is not set")
 
 
@@ -139,6 +170,22 @@ class Limits(Model):
     )
     max_messages: int = Field(100, ge=1, description="Messages accepted in one add.")
     max_top_k: int = Field(100, ge=1, description="Largest top_k / page_size accepted.")
+    max_list_window: int = Field(
+        10_000,
+        ge=1,
+        description="Largest page × page_size a list request may reach; deeper pages are "
+        "refused (each page reads every memory before it).",
+    )
+
+
+class ServerTLS(Model):
+    """The service's certificate and key (PEM files, e.g. a mounted kubernetes.io/tls Secret).
+
+    Re-read while the service runs: a renewed certificate is served to new connections
+    without a restart."""
+
+    cert_file: str = Field(description="PEM certificate (chain), leaf first.")
+    key_file: str = Field(description="PEM private key of the certificate (unencrypted).")
 
 
 class ServiceConfig(Model):
@@ -149,7 +196,16 @@ class ServiceConfig(Model):
     data_dir: str = Field(
         ".memorystore", description="Directory for the embedded store, history and mem0 files."
     )
-    api_key: SecretSource = Field(description="The tenant's service key (required).")
+    api_key: SecretSource = Field(
+        description="The tenant's service key (required). A file is re-read while the service "
+        "runs, so a rotated key (a mounted Secret updated in place) works without a restart."
+    )
+    previous_api_key: SecretSource | None = Field(
+        None,
+        description="The tenant's previous service key, still accepted during a key "
+        "rotation's grace period. Always optional: a missing or empty file means none. "
+        "Re-read while the service runs, like apiKey.",
+    )
     vector_store: ServiceVectorStore = Field(
         default_factory=lambda: ServiceVectorStore(embedded=EmbeddedQdrant())
     )
@@ -159,6 +215,24 @@ class ServiceConfig(Model):
     recall: RecallSettings = Field(default_factory=RecallSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     limits: Limits = Field(default_factory=Limits)
+    api_docs: bool = Field(
+        False,
+        description="Serve /openapi.json, /docs and /redoc. Off by default: the schema maps "
+        "every route for anyone who can reach the port, and agents do not need it.",
+    )
+    tls: ServerTLS | None = Field(
+        None, description="Serve HTTPS with this certificate; none: plain HTTP (local use)."
+    )
+
+    @model_validator(mode="after")
+    def _previous_key_is_optional(self) -> ServiceConfig:
+        previous = self.previous_api_key
+        if previous is not None:
+            if previous.generate:
+                raise ValueError("previousApiKey: `generate` is for apiKey only")
+            if not previous.optional:  # it exists only during a grace period
+                self.previous_api_key = previous.model_copy(update={"optional": True})
+        return self
 
     def path_in_data_dir(self, configured: str | None, default: str) -> Path:
         """Explicit paths win; otherwise files live under data_dir."""
@@ -176,6 +250,21 @@ class BreakerSettings(Model):
     )
 
 
+class ClientTLS(Model):
+    """How the agent side checks the service's certificate (https:// endpoints only)."""
+
+    ca_file: str | None = Field(
+        None,
+        description="PEM CA bundle the service's certificate must chain to (the client "
+        "ConfigMap's ca.crt); none: the system's trusted CAs.",
+    )
+    verify: bool = Field(
+        True,
+        description="Verify the service's certificate and name. false (MEMORYSTORE_VERIFY_TLS) "
+        "accepts any certificate, so anyone on the path can read the key and the memories.",
+    )
+
+
 class ClientConfig(Model):
     """What an agent pod mounts to reach its tenant's memory service."""
 
@@ -188,13 +277,23 @@ class ClientConfig(Model):
     recall: RecallSettings = Field(default_factory=RecallSettings)
     tool_result_max_bytes: int = Field(8192, ge=256, description="search_memory result cap.")
     write_permission: Literal["ask", "allow", "deny"] = Field(
-        "allow", description="Whether add_memory runs, asks the user, or is refused."
+        "ask",
+        description="Whether add_memory runs, asks the user, or is refused. `ask` by default: "
+        "text the model read from a web page or a tool result can tell it to 'remember' an "
+        "instruction, and a stored memory is injected into every later turn, so a human "
+        "confirms each write unless the team decides otherwise.",
     )
     timeout_seconds: float = Field(2.0, gt=0, le=60, description="Per call to the service.")
     fail_open: bool = Field(True, description="Service errors skip memory instead of failing.")
-    capture: bool = Field(True, description="Write completed replies back automatically.")
+    capture: bool = Field(
+        True,
+        description="Write completed replies back automatically. Under scope `project` only "
+        "facts the service's extraction model keeps are stored, never the raw turns (one "
+        "user's words would be recalled to every other user).",
+    )
     capture_infer: bool = Field(False, description="Run extraction on write-back.")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    tls: ClientTLS = Field(default_factory=ClientTLS)
 
 
 # --- loading --------------------------------------------------------------------------------

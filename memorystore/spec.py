@@ -8,9 +8,11 @@ in `memorystore.config`.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -203,13 +205,137 @@ class Storage(Model):
     storage_class_name: str | None = Field(None, description="StorageClass; default if unset.")
 
 
-class ManagedQdrant(Model):
+# Kubernetes' label syntax (k8s.io/apimachinery validation): a qualified name is an optional
+# DNS-subdomain prefix and `/`, then a name of at most 63 characters; a value is empty or a
+# name-like string of at most 63.
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_LABEL_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+QUALIFIED_NAME_PATTERN = rf"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$"
+LABEL_VALUE_PATTERN = rf"^({_LABEL_NAME})?$"
+TOLERATION_KEY_PATTERN = rf"^(({_DNS_SUBDOMAIN}/)?{_LABEL_NAME})?$"  # empty: every key
+MAX_TOLERATIONS = 32
+
+
+def qualified_name_problem(key: str) -> str | None:
+    """Why `key` is not a valid label key / taint key (None when it is)."""
+    prefix, _, name = key.rpartition("/")
+    if len(name) > 63:
+        return f"{key!r}: the name after the prefix must be at most 63 characters"
+    if prefix and len(prefix) > 253:
+        return f"{key!r}: the prefix must be at most 253 characters"
+    if not re.fullmatch(QUALIFIED_NAME_PATTERN, key):
+        return (
+            f"{key!r} is not a qualified name: an optional DNS-subdomain prefix and '/', then "
+            "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        )
+    return None
+
+
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+
+
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"  # any value of the key (or, with no key, every taint)
+    EQUAL = "Equal"  # the key with exactly this value
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Toleration(Model):
+    """A Kubernetes Toleration, copied as is into the pods' spec.tolerations."""
+
+    key: str | None = Field(
+        None,
+        max_length=317,
+        pattern=TOLERATION_KEY_PATTERN,
+        description="Taint key to tolerate. Empty (with operator Exists): every taint.",
+    )
+    operator: TolerationOperator = Field(
+        TolerationOperator.EQUAL,
+        description="Equal (the default): the taint's value must equal `value`. Exists: any "
+        "value; `value` must then be empty.",
+    )
+    value: LabelValue | None = Field(None, description="Taint value to match with operator Equal.")
+    effect: TaintEffect | None = Field(
+        None,
+        description="Taint effect to tolerate: NoSchedule, PreferNoSchedule or NoExecute. "
+        "Empty: every effect.",
+    )
+    toleration_seconds: int | None = Field(
+        None,
+        ge=0,
+        description="With effect NoExecute only: how long the pod stays bound after the taint "
+        "appears (unset: forever).",
+    )
+
+    @field_validator("key")
+    @classmethod
+    def _key_syntax(cls, key: str | None) -> str | None:
+        if key:
+            problem = qualified_name_problem(key)
+            if problem:
+                raise ValueError(f"key {problem}")
+        return key
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if not self.key and self.operator != TolerationOperator.EXISTS:
+            raise ValueError("operator must be Exists when key is empty (it tolerates every taint)")
+        if self.operator == TolerationOperator.EXISTS and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        if self.toleration_seconds is not None and self.effect != TaintEffect.NO_EXECUTE:
+            raise ValueError("tolerationSeconds is only allowed with effect NoExecute")
+        return self
+
+    def as_pod_toleration(self) -> dict[str, Any]:
+        """The object for a pod spec: camelCase, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class Placed(Model):
+    """Pod placement fields (a base of the specs of pods the operator runs): validated here
+    so that a bad key is refused naming its field, before any pod is built."""
+
+    @field_validator("node_selector", check_fields=False)
+    @classmethod
+    def _selector_keys(cls, selector: dict[str, str]) -> dict[str, str]:
+        for key in selector:
+            problem = qualified_name_problem(key)
+            if problem:
+                raise ValueError(f"label key {problem}")
+        return selector
+
+
+def _node_selector_field(pods: str) -> Any:
+    return Field(
+        default_factory=dict,
+        description=f"Node labels the {pods} must match (a pod's spec.nodeSelector), e.g. "
+        "a dedicated node pool. Empty: any node.",
+    )
+
+
+def _tolerations_field(pods: str) -> Any:
+    return Field(
+        default_factory=list,
+        max_length=MAX_TOLERATIONS,
+        description=f"Taints the {pods} tolerate (a pod's spec.tolerations), e.g. to run "
+        "on a tainted node pool that nodeSelector picks.",
+    )
+
+
+class ManagedQdrant(Placed):
     """A Qdrant StatefulSet run by the operator for this tenant."""
 
     replicas: int = Field(1, ge=1, le=9, description="Qdrant replicas.")
     storage: Storage = Field(default_factory=Storage, description="Per-replica volume.")
     resources: Resources = Field(default_factory=Resources, description="Qdrant resources.")
     image: str | None = Field(None, description="Qdrant image; the chart's default if unset.")
+    node_selector: dict[str, LabelValue] = _node_selector_field("Qdrant pods")
+    tolerations: list[Toleration] = _tolerations_field("Qdrant pods")
 
 
 class ExternalQdrant(Model):
@@ -219,9 +345,25 @@ class ExternalQdrant(Model):
     api_key_secret_ref: SecretKeyRef | None = Field(None, description="Qdrant API key.")
 
 
+class EmbeddedEngine(Model):
+    """The Qdrant engine inside the memory service's own process: one pod per tenant.
+
+    Its files live on the service's data volume (`spec.historyDb.sqlite.storage`) beside the
+    SQLite history, so one volume holds the tenant's memory. The engine locks its files for
+    one process, so `spec.service.replicas` is 0 or 1.
+    """
+
+
 class VectorStoreSpec(Model):
+    """Where vectors live: exactly one of `managed`, `external` or `embedded`."""
+
     managed: ManagedQdrant | None = Field(None, description="Operator-managed Qdrant.")
     external: ExternalQdrant | None = Field(None, description="External Qdrant.")
+    embedded: EmbeddedEngine | None = Field(
+        None,
+        description="The Qdrant engine in the memory service's process, on its data volume "
+        "(spec.historyDb.sqlite.storage): one pod, at most one replica. Set as `embedded: {}`.",
+    )
     collection: str = Field(
         "memories",
         pattern=r"^[A-Za-z0-9_-]{1,64}$",
@@ -230,7 +372,11 @@ class VectorStoreSpec(Model):
 
 
 class HistorySQLite(Model):
-    storage: Storage = Field(default_factory=Storage, description="Volume for the SQLite file.")
+    storage: Storage = Field(
+        default_factory=Storage,
+        description="The memory service's data volume: the SQLite file, and with "
+        "spec.vectorStore.embedded the vectors too.",
+    )
 
 
 class HistoryPostgres(Model):
@@ -242,14 +388,103 @@ class HistoryDBSpec(Model):
     postgres: HistoryPostgres | None = Field(None, description="PostgreSQL (many replicas).")
 
 
-class ServiceSpec(Model):
+class ServiceSpec(Placed):
     replicas: int = Field(1, ge=0, le=20, description="Memory-service replicas.")
     resources: Resources = Field(default_factory=Resources, description="Service resources.")
     image: str | None = Field(None, description="Service image; the chart's default if unset.")
+    node_selector: dict[str, LabelValue] = _node_selector_field("memory-service pods")
+    tolerations: list[Toleration] = _tolerations_field("memory-service pods")
 
 
 class LabelSelector(Model):
     match_labels: dict[str, str] = Field(default_factory=dict, description="Labels to match.")
+
+
+class IssuerKind(StrEnum):
+    ISSUER = "Issuer"  # a cert-manager Issuer in the store's namespace
+    CLUSTER_ISSUER = "ClusterIssuer"
+
+
+class IssuerRef(Model):
+    """A cert-manager issuer, as in a cert-manager Certificate's `issuerRef`."""
+
+    name: str = Field(min_length=1, description="Name of the cert-manager Issuer or ClusterIssuer.")
+    kind: IssuerKind = Field(
+        IssuerKind.ISSUER,
+        description="Issuer (in the store's namespace) or ClusterIssuer.",
+    )
+    group: str = Field(
+        "cert-manager.io", min_length=1, description="API group of the issuer (external issuers)."
+    )
+
+
+class TLSSpec(Model):
+    """HTTPS between agents and the memory service.
+
+    Without `issuerRef` the operator runs a private CA per store (Secret `<name>-ca`, never
+    mounted) and issues the serving certificate into Secret `<name>-tls`, renewing it on
+    reconcile; with `issuerRef` cert-manager issues it. Agents trust the CA the client
+    ConfigMap carries (`ca.crt`). The service reloads a renewed certificate without a restart.
+    """
+
+    enabled: bool = Field(
+        True,
+        description="Serve HTTPS (the default). false serves plain HTTP inside the cluster: the "
+        "service key and every memory then cross the network in clear text.",
+    )
+    issuer_ref: IssuerRef | None = Field(
+        None,
+        description="Have cert-manager issue the serving certificate with this issuer (a "
+        "Certificate named `<name>-tls`). Unset: the operator issues it from a private "
+        "per-store CA.",
+    )
+    duration_days: int = Field(
+        90, ge=1, le=3650, description="Validity of each serving certificate, in days."
+    )
+    renew_before_days: int = Field(
+        30,
+        ge=1,
+        le=3649,
+        description="Renew the serving certificate when fewer than this many days of validity "
+        "remain. Must be less than durationDays.",
+    )
+
+    @model_validator(mode="after")
+    def _renew_within_duration(self) -> TLSSpec:
+        if self.renew_before_days >= self.duration_days:
+            raise ValueError(
+                f"spec.tls.renewBeforeDays ({self.renew_before_days}) must be less than "
+                f"spec.tls.durationDays ({self.duration_days})"
+            )
+        return self
+
+
+class ServiceKeySpec(Model):
+    """Rotation of the tenant's service key (what agents send as `Authorization: Token <key>`).
+
+    To rotate (e.g. after a leak), set `rotation` to a number above
+    `status.serviceKey.generation`, e.g. `kubectl patch mstore NAME --type=merge -p
+    '{"spec": {"serviceKey": {"rotation": 1}}}'`. Nothing restarts: agents and the service
+    re-read their mounted key files.
+    """
+
+    rotation: int = Field(
+        0,
+        ge=0,
+        description="Bump to rotate the service key: whenever this is greater than "
+        "status.serviceKey.generation, the operator generates a new key, puts it in the client "
+        "Secret agents mount, and keeps accepting the old key for gracePeriodSeconds. It can "
+        "only grow.",
+    )
+    grace_period_seconds: int = Field(
+        3600,
+        ge=60,
+        le=604800,
+        description="How long the old key keeps working after a rotation, so that agents pick "
+        "up the new one (kubelet refreshes mounted Secrets within about a minute). After it "
+        "the old key is refused. Rotating again within a grace period refuses the oldest "
+        "key at once: only the key current until then gets a new grace period.",
+    )
 
 
 class MemoryStoreSpec(Model):
@@ -257,7 +492,8 @@ class MemoryStoreSpec(Model):
 
     vector_store: VectorStoreSpec = Field(
         default_factory=lambda: VectorStoreSpec(managed=ManagedQdrant()),
-        description="Where vectors live.",
+        description="Where vectors live: exactly one of managed (the default), external or "
+        "embedded.",
     )
     history_db: HistoryDBSpec = Field(
         default_factory=lambda: HistoryDBSpec(sqlite=HistorySQLite()),
@@ -274,12 +510,24 @@ class MemoryStoreSpec(Model):
     service: ServiceSpec = Field(default_factory=ServiceSpec, description="Memory service.")
     allowed_agent_pods: LabelSelector = Field(
         default_factory=LabelSelector,
-        description="Pods allowed to reach the memory service (empty: any pod in the namespace).",
+        description="Pods of the store's namespace allowed to reach the memory service besides "
+        "those labelled memorystore.dev/client=<store name>, which are always allowed. Empty "
+        "(the default): only those. Pods of other namespaces are never allowed. If two stores "
+        "in one namespace could admit the same pod, the AgentPodsIsolated condition turns "
+        "False and a Warning Event names both.",
     )
     deletion_policy: DeletionPolicy = Field(
         DeletionPolicy.RETAIN, description="Retain keeps volumes and data on deletion."
     )
     suspend: bool = Field(False, description="Scale to zero and keep the data.")
+    tls: TLSSpec = Field(
+        default_factory=TLSSpec,
+        description="HTTPS between agents and the memory service (on by default).",
+    )
+    service_key: ServiceKeySpec = Field(
+        default_factory=ServiceKeySpec,
+        description="The tenant's service key: rotation without downtime.",
+    )
 
 
 # --- the resource around the spec -----------------------------------------------------------
@@ -318,6 +566,20 @@ class Phase(StrEnum):
     DELETING = "Deleting"
 
 
+class ServiceKeyStatus(Model):
+    """The service key's generation and grace deadline, as the operator last wrote them."""
+
+    generation: int = Field(
+        description="Generation of the current key: the spec.serviceKey.rotation it was made "
+        "for (0: the key generated with the store)."
+    )
+    previous_key_valid_until: str | None = Field(
+        None,
+        description="While the previous key is still accepted after a rotation: until when "
+        "(RFC 3339). Absent when only the current key works.",
+    )
+
+
 class MemoryStoreStatus(Model):
     """What the operator observed; written only by the operator (status subresource)."""
 
@@ -327,3 +589,9 @@ class MemoryStoreStatus(Model):
     endpoint: str | None = Field(None, description="The memory service URL inside the cluster.")
     client_config_map: str | None = Field(None, description="ConfigMap agent pods mount.")
     client_secret: str | None = Field(None, description="Secret with the service key.")
+    service_key: ServiceKeyStatus | None = Field(
+        None, description="Which service key is in use (never the key itself)."
+    )
+    agent_pod_label: str | None = Field(
+        None, description="The label (key=value) an agent pod carries to reach the service."
+    )

@@ -2,13 +2,16 @@
 
 Every middleware the factory builds shares it, so a process holds one connection pool to its
 tenant's memory service whatever the number of users, sessions and turns. The service key is
-sent as `Authorization: Token …` and never appears in an error message or log line.
+sent as `Authorization: Token …` and never appears in an error message or log line; it is
+re-read when its mounted file changes, so a rotated key needs no restart (`ServiceKey`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import ssl
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -16,7 +19,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from memorystore.config import ClientConfig
+from memorystore.config import ClientConfig, ConfigError, SecretSource
 from memorystore.middleware import metrics
 from memorystore.middleware.breaker import CircuitBreaker, State
 
@@ -36,11 +39,124 @@ class ServiceUnavailable(MemoryServiceError):
     """The breaker is open: the call was not made."""
 
 
+class ServiceKey:
+    """The service key an agent sends, re-read when its mounted file changes.
+
+    After a rotation the operator rewrites the client Secret and kubelet updates the mounted
+    file in place; a stat per call (inode, size, mtime: microseconds) notices, and the file
+    is read again. An env var, when set, wins over the file (as everywhere) and never
+    changes. The key read before the change is kept as a fallback: the agent's mount may be
+    refreshed before the service's, and until then the service knows only the old key. The
+    fallback is dropped as soon as the new key is accepted.
+    """
+
+    def __init__(self, source: SecretSource | SecretStr) -> None:
+        """Reads the key now: a missing or empty one is a ConfigError naming apiKey. A
+        SecretStr is a key given in code, which never changes."""
+        self._fallback: SecretStr | None = None
+        self._source: SecretSource | None = None
+        self._path: str | None = None
+        if isinstance(source, SecretStr):
+            self._stamp = None
+            self._value = source
+            return
+        self._source = source.model_copy(update={"generate": False})
+        env_set = bool(source.env and os.environ.get(source.env))
+        self._path = source.file if source.file and not env_set else None
+        self._stamp = self._stat()  # before reading: a change in between is seen next call
+        self._value = source.resolve("apiKey")
+
+    def __repr__(self) -> str:
+        return f"ServiceKey(file={self._path!r})"
+
+    def current(self) -> str:
+        """The key to send now (re-read first when the file changed)."""
+        self.refresh()
+        return self._value.get_secret_value()
+
+    def refresh(self, force: bool = False) -> bool:
+        """Re-read the file when it changed (always, with `force`); True if the key changed.
+        An unreadable or empty file keeps the last key: a mount being rewritten is no
+        reason to stop sending one."""
+        if self._path is None or self._source is None:
+            return False
+        stamp = self._stat()
+        if stamp == self._stamp and not force:
+            return False
+        self._stamp = stamp
+        try:
+            value = self._source.resolve("apiKey")
+        except ConfigError as exc:
+            log.warning("keeping the last service key: %s", exc)
+            return False
+        if value.get_secret_value() == self._value.get_secret_value():
+            return False
+        self._fallback, self._value = self._value, value
+        log.info("the service key file changed: sending the new key")
+        return True
+
+    def alternatives(self, refused: str) -> list[str]:
+        """Keys to try after `refused` got a 401: a newer one in the file, then the one
+        before the last change. Never `refused` itself."""
+        self.refresh(force=True)
+        found = []
+        for candidate in (self._value, self._fallback):
+            if candidate is not None:
+                value = candidate.get_secret_value()
+                if value != refused and value not in found:
+                    found.append(value)
+        return found
+
+    def accepted(self, key: str) -> None:
+        """The service accepted `key`: once that is the current key, forget the old one."""
+        if key == self._value.get_secret_value():
+            self._fallback = None
+
+    def _stat(self) -> tuple[int, int, int, int] | None:
+        if self._path is None:
+            return None
+        try:
+            st = os.stat(self._path)  # follows kubelet's ..data symlink to the new file
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def tls_verify(cfg: ClientConfig) -> ssl.SSLContext | bool:
+    """How to check the service's certificate (httpx's `verify`), decided at start-up.
+
+    An https endpoint is verified against `tls.caFile` (the CA the operator put in the client
+    ConfigMap) or, without one, the system's CAs. An unreadable or empty CA file is a
+    ConfigError naming the field and file: an agent must not start half-configured.
+    `verify: false` (MEMORYSTORE_VERIFY_TLS=false) turns checking off, with a warning.
+    Plain http:// endpoints (local, embedded use) need none of this."""
+    if not cfg.endpoint.lower().startswith("https://"):
+        return True
+    if not cfg.tls.verify:
+        log.warning(
+            "TLS verification is OFF for %s (MEMORYSTORE_VERIFY_TLS=false): anyone on the "
+            "network path can read the service key and the memories",
+            cfg.endpoint,
+        )
+        return False
+    if cfg.tls.ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=cfg.tls.ca_file)
+    except FileNotFoundError:
+        reason = "no such file"
+    except ssl.SSLError:  # before OSError, which it subclasses
+        reason = "it holds no PEM certificate"
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    raise ConfigError(f"tls.caFile: cannot use the CA file {cfg.tls.ca_file}: {reason}")
+
+
 class MemoryClient:
     def __init__(
         self,
         cfg: ClientConfig,
-        api_key: SecretStr,
+        api_key: ServiceKey | SecretStr,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -50,12 +166,15 @@ class MemoryClient:
         self.breaker = CircuitBreaker(
             cfg.breaker.failure_threshold, cfg.breaker.cooldown_seconds, clock=clock
         )
+        # Sent per request, not as a client default: the key may rotate while we run.
+        self.key = api_key if isinstance(api_key, ServiceKey) else ServiceKey(api_key)
+        self.verify = tls_verify(cfg)  # ConfigError (naming tls.caFile) before any connection
         self._http = httpx.AsyncClient(
             base_url=cfg.endpoint.rstrip("/"),
-            headers={"Authorization": f"Token {api_key.get_secret_value()}"},
             timeout=httpx.Timeout(cfg.timeout_seconds),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
             transport=transport,
+            verify=self.verify,
         )
         self._background: set[asyncio.Task[Any]] = set()
         self.closed = False
@@ -82,11 +201,14 @@ class MemoryClient:
         ids: dict[str, str],
         *,
         infer: bool,
+        raw_fallback: bool = True,
         metadata: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> list[dict[str, Any]]:
         """Writes carry an idempotency key, so they are retried once on a lost response."""
         body: dict[str, Any] = {"messages": messages, **ids, "infer": infer}
+        if not raw_fallback:
+            body["raw_fallback"] = False
         if metadata:
             body["metadata"] = metadata
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
@@ -107,7 +229,18 @@ class MemoryClient:
             metrics.CALLS.labels(op, "skipped").inc()
             raise ServiceUnavailable(op, "skipped: the circuit breaker is open")
         try:
-            response = await self._send(op, method, path, body, headers, attempts)
+            key = self.key.current()
+            response = await self._send(op, method, path, body, headers, attempts, key)
+            if response.status_code == 401:
+                # A rotation: the file may hold a newer key, or the service may not know
+                # the new one yet. A 401 means nothing was done, so retrying is safe.
+                for other in self.key.alternatives(key):
+                    key = other
+                    response = await self._send(op, method, path, body, headers, attempts, key)
+                    if response.status_code != 401:
+                        break
+            if response.status_code != 401:
+                self.key.accepted(key)
         except asyncio.CancelledError:
             self.breaker.release()  # a cancelled probe proves nothing either way
             raise
@@ -136,7 +269,9 @@ class MemoryClient:
         body: dict[str, Any] | None,
         headers: dict[str, str] | None,
         attempts: int,
+        key: str,
     ) -> httpx.Response:
+        headers = {**(headers or {}), "Authorization": f"Token {key}"}
         for attempt in range(1, attempts + 1):
             start = time.perf_counter()
             try:

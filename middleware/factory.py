@@ -13,20 +13,28 @@ off (`failOpen: false` / MEMORYSTORE_FAIL_OPEN=false), which makes those errors 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+import ssl
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
 from agentscope.middleware import MiddlewareBase
 
-from memorystore.config import ClientConfig
+from memorystore.config import ClientConfig, ConfigError
 from memorystore.middleware import metrics
-from memorystore.middleware.client import MemoryClient, MemoryServiceError, ServiceUnavailable
+from memorystore.middleware.client import (
+    MemoryClient,
+    MemoryServiceError,
+    ServiceKey,
+    ServiceUnavailable,
+)
 from memorystore.middleware.memory import MemoryMiddleware, Observer
 from memorystore.middleware.settings import PREFIX, ConfigMissing, load_settings
 from memorystore.scoping import scope_ids
+from memorystore.spec import Mode, Scope
 
 log = logging.getLogger("memorystore.middleware")
 
@@ -47,10 +55,21 @@ class MemoryMiddlewareFactory:
         self.observer = observer
         self.flavor = flavor
         self.client: MemoryClient | None = None
-        self._api_key = None
         if cfg is not None and cfg.enabled:
-            self._api_key = cfg.api_key.resolve("apiKey")  # ConfigError names the field
-            self.client = MemoryClient(cfg, self._api_key, transport=transport)
+            if (
+                flavor == "mem0"
+                and cfg.scope == Scope.PROJECT
+                and cfg.capture
+                and (cfg.mode != Mode.AGENT_CONTROL)
+            ):
+                # the stock middleware stores every raw turn, which project memory must not
+                raise ConfigError(
+                    "scope: project with flavor mem0: AgentScope's Mem0Middleware writes every "
+                    "raw turn into memory shared by all users; use the default flavor, "
+                    "mode agent_control, or capture: false"
+                )
+            key = ServiceKey(cfg.api_key)  # ConfigError names the field; re-read on change
+            self.client = MemoryClient(cfg, key, transport=transport)
         self._reachable = False
         self._check_lock = asyncio.Lock()
         self._mem0_client: Any = None
@@ -115,16 +134,20 @@ class MemoryMiddlewareFactory:
     async def _stock(self, user_id: str, agent_id: str) -> MiddlewareBase:
         """AgentScope's own Mem0Middleware over mem0's client, for the stock behaviour."""
         from agentscope.middleware import Mem0Middleware
-        from mem0 import AsyncMemoryClient
 
-        assert self.cfg is not None and self._api_key is not None
+        assert self.cfg is not None and self.client is not None
+        key = self.client.key.current()
         if self._mem0_client is None:
             # its constructor makes a blocking ping: keep that off the event loop
             self._mem0_client = await asyncio.to_thread(
-                AsyncMemoryClient,
-                api_key=self._api_key.get_secret_value(),
+                _mem0_client_type(),
+                api_key=key,
                 host=self.cfg.endpoint.rstrip("/"),
+                verify=self.client.verify,
             )
+        elif self._mem0_client.api_key != key:  # the mounted key was rotated
+            self._mem0_client.api_key = key
+            self._mem0_client.async_client.headers["Authorization"] = f"Token {key}"
         ids = scope_ids(self.cfg.scope, user_id, agent_id, self.cfg.tenant)
         return Mem0Middleware(
             user_id=ids["user_id"],
@@ -147,3 +170,36 @@ class MemoryMiddlewareFactory:
         if self._mem0_client is not None:
             await self._mem0_client.async_client.aclose()
             self._mem0_client = None
+
+
+@functools.cache
+def _mem0_client_type() -> type:
+    """mem0's AsyncMemoryClient, verifying the service like every other call (mem0 is imported
+    only when the stock flavor is used)."""
+    from mem0 import AsyncMemoryClient
+
+    class VerifiedMem0Client(AsyncMemoryClient):
+        """Its calls go through an httpx client with the tenant's TLS settings. mem0's own
+        constructor pings through `requests` and the system's CAs, which do not know the
+        store's private CA: the ping goes through httpx too, verified the same way."""
+
+        def __init__(self, *, api_key: str, host: str, verify: ssl.SSLContext | bool) -> None:
+            self._verify = verify
+            http = httpx.AsyncClient(verify=verify, timeout=300)
+            super().__init__(api_key=api_key, host=host, client=http)
+
+        def _validate_api_key(self) -> str | None:
+            with httpx.Client(verify=self._verify, timeout=30) as http:
+                response = http.get(
+                    f"{self.host}/v1/ping/",
+                    headers={"Authorization": f"Token {self.api_key}"},
+                    params=self._prepare_params(),
+                )
+            if response.is_error:
+                raise ValueError(f"memory service ping: HTTP {response.status_code}")
+            data = response.json()
+            if data.get("org_id") and data.get("project_id"):
+                self.org_id, self.project_id = data["org_id"], data["project_id"]
+            return data.get("user_email")
+
+    return VerifiedMem0Client

@@ -41,7 +41,7 @@ from memorystore.middleware import metrics
 from memorystore.middleware.client import MemoryClient, MemoryServiceError
 from memorystore.middleware.tools import AddMemoryTool, SearchMemoryTool
 from memorystore.scoping import scope_ids
-from memorystore.spec import Mode
+from memorystore.spec import Mode, Scope
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -252,10 +252,14 @@ class MemoryMiddleware(MiddlewareBase):
         self.client.spawn(_logged(write))
 
     async def _capture(self, messages: list[dict[str, str]], key: str) -> None:
+        # Project memory is shared by every user of the tenant: one user's raw words must
+        # never be recalled to another, so only facts an extraction model keeps are stored.
+        project = self.cfg.scope == Scope.PROJECT
         results = await self.client.add(
             messages,
             self.ids,
-            infer=self.cfg.capture_infer,
+            infer=self.cfg.capture_infer or project,
+            raw_fallback=not project,
             metadata={"source": "capture", "session": self.session_id},
             idempotency_key=key,
         )

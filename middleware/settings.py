@@ -35,6 +35,7 @@ TOGGLES: dict[str, tuple[str, ...]] = {
     "FAIL_OPEN": ("failOpen",),
     "CAPTURE": ("capture",),
     "CAPTURE_INFER": ("captureInfer",),
+    "VERIFY_TLS": ("tls", "verify"),
 }
 
 

@@ -7,18 +7,33 @@ fields is reverted on the next reconcile while fields others own are left alone.
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import logging
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import httpx2
 from lightkube import AsyncClient, codecs
 from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import PersistentVolumeClaim, Secret
 from lightkube.types import PatchType
 
-from memorystore.operator.builders import Keys, Owner, keys_secret
+from memorystore.operator import keys, names, tls
+from memorystore.operator.builders import (
+    Keys,
+    Owner,
+    ca_secret,
+    keys_secret,
+    service_key_secret,
+    tls_certificate,
+    tls_secret,
+)
 from memorystore.operator.names import QDRANT_API_KEY, SERVICE_API_KEY, keys_secret_name
+from memorystore.spec import MemoryStoreSpec, ServiceKeySpec
 
 FIELD_MANAGER = "memorystore-operator"
 WORKLOAD_TYPES = {"StatefulSet": StatefulSet, "Deployment": Deployment}
@@ -60,6 +75,239 @@ async def ensure_keys(client: AsyncClient, owner: Owner, owned: bool) -> Keys:
         service_api_key=_decode(existing, SERVICE_API_KEY),
         qdrant_api_key=_decode(existing, QDRANT_API_KEY),
     )
+
+
+async def _get_secret(client: AsyncClient, name: str, namespace: str) -> Secret | None:
+    try:
+        return await client.get(Secret, name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise
+
+
+async def ensure_service_key(
+    client: AsyncClient,
+    owner: Owner,
+    spec: ServiceKeySpec,
+    owned: bool,
+    *,
+    seed: str,
+    known_generation: int | None,
+    now: dt.datetime,
+) -> keys.Decision:
+    """Read `<store>-service-key`, decide its next state (`keys.decide`), write what changed.
+
+    A write is conditional on the resourceVersion read: when two reconciles of one store race
+    (kopf's handler and the resync loop), both may decide to rotate, but only one write
+    lands; the other fails with 409 Conflict before its key reaches the client Secret, and
+    its reconcile is retried."""
+    name = names.service_key_secret_name(owner.name)
+    existing = await _get_secret(client, name, owner.namespace)
+    stored = keys.read_state(existing.data, existing.metadata.annotations) if existing else None
+    in_use = None
+    if stored is None and known_generation is not None:  # lost after seeding: see keys.decide
+        agents = await _get_secret(client, names.client_secret_name(owner.name), owner.namespace)
+        if agents is not None:
+            in_use = keys.decode_key((agents.data or {}).get(names.CLIENT_API_KEY))
+    decision = keys.decide(
+        stored,
+        seed=seed,
+        known_generation=known_generation,
+        in_use=in_use,
+        spec=spec,
+        now=now,
+        new_key=lambda: secrets.token_urlsafe(32),
+    )
+    desired = service_key_secret(owner, decision.state, owned)
+    if existing is None:
+        await client.create(codecs.from_dict(desired))
+    elif decision.changed or bool(existing.metadata.ownerReferences) != owned:
+        await client.patch(
+            Secret,
+            name,
+            _replacement(desired, existing),
+            namespace=owner.namespace,
+            patch_type=PatchType.MERGE,
+        )
+    return decision
+
+
+def _replacement(desired: dict[str, Any], existing: Secret) -> dict[str, Any]:
+    """A merge patch making `existing` hold exactly what `desired` says of the keys and
+    annotations the operator manages (null deletes one), on the resourceVersion read."""
+    patch = {k: v for k, v in desired.items() if k in ("data", "metadata")}
+    meta = patch["metadata"] = dict(patch["metadata"])
+    meta["resourceVersion"] = existing.metadata.resourceVersion
+    meta.setdefault("ownerReferences", None)
+    annotations = meta["annotations"] = dict(meta["annotations"])
+    annotations.setdefault(names.PREVIOUS_KEY_VALID_UNTIL_ANNOTATION, None)
+    data = patch["data"] = dict(patch["data"])
+    data.setdefault(names.PREVIOUS_SERVICE_KEY, None)
+    return patch
+
+
+# --- TLS --------------------------------------------------------------------------------------
+
+# cert-manager's Certificate (spec.tls.issuerRef): registered so that lightkube can apply it.
+Certificate = create_namespaced_resource("cert-manager.io", "v1", "Certificate", "certificates")
+CERT_MANAGER_ANNOTATION_PREFIX = "cert-manager.io/"
+log = logging.getLogger("memorystore.operator")
+
+
+@dataclass(frozen=True)
+class TLSState:
+    """What the reconcile learnt about the serving certificate.
+
+    `ca_cert`: the CA agents must trust (None: TLS off, or a cert-manager issuer whose
+    Secret carries no ca.crt, so the system's CAs). `pending`: (reason, message) while the
+    service cannot start for want of its certificate."""
+
+    ca_cert: str | None = None
+    pending: tuple[str, str] | None = None
+
+
+def _secret_text(secret: Secret | None) -> dict[str, str] | None:
+    """A Secret's data as text; a value that is not UTF-8 reads as empty (so: re-issued)."""
+    if secret is None:
+        return None
+    out = {}
+    for key, value in (secret.data or {}).items():
+        try:
+            out[key] = base64.b64decode(value).decode()
+        except (ValueError, UnicodeDecodeError):
+            out[key] = ""
+    return out
+
+
+async def _write_secret(
+    client: AsyncClient, desired: dict[str, Any], existing: Secret | None, owned: bool
+) -> None:
+    """Create `desired`, or merge-patch its data (and ownership) onto `existing`, on the
+    resourceVersion read: two racing reconciles cannot interleave a CA and a certificate."""
+    if existing is None:
+        await client.create(codecs.from_dict(desired))
+        return
+    meta: dict[str, Any] = {
+        "resourceVersion": existing.metadata.resourceVersion,
+        "ownerReferences": desired["metadata"].get("ownerReferences") if owned else None,
+    }
+    stale = {
+        k: None
+        for k in (existing.metadata.annotations or {})
+        if k.startswith(CERT_MANAGER_ANNOTATION_PREFIX)
+    }
+    if stale:  # the Secret was cert-manager's: it is the operator's now
+        meta["annotations"] = stale
+    data = {k: None for k in (existing.data or {}) if k not in desired["data"]}
+    await client.patch(
+        Secret,
+        existing.metadata.name,
+        {"data": {**data, **desired["data"]}, "metadata": meta},
+        namespace=existing.metadata.namespace,
+        patch_type=PatchType.MERGE,
+    )
+
+
+async def _retire_certificate(client: AsyncClient, owner: Owner, secret: Secret | None) -> None:
+    """Delete this store's cert-manager Certificate once spec.tls.issuerRef is gone, so
+    cert-manager stops rewriting the Secret the operator now issues (only when the Secret
+    says cert-manager wrote it, and only a Certificate this store owns)."""
+    annotations = (secret.metadata.annotations or {}) if secret is not None else {}
+    name = names.certificate_name(owner.name)
+    if annotations.get(f"{CERT_MANAGER_ANNOTATION_PREFIX}certificate-name") != name:
+        return
+    try:
+        cert = await client.get(Certificate, name, namespace=owner.namespace)
+    except httpx2.HTTPStatusError as exc:  # no such Certificate, or no cert-manager at all
+        if exc.response.status_code == 404:
+            return
+        raise
+    if any(ref.uid == owner.uid for ref in cert.metadata.ownerReferences or []):
+        await client.delete(Certificate, name, namespace=owner.namespace)
+        log.info("%s/%s: deleted Certificate %s", owner.namespace, owner.name, name)
+
+
+async def ensure_tls(
+    client: AsyncClient, owner: Owner, spec: MemoryStoreSpec, owned: bool, now: dt.datetime
+) -> TLSState:
+    """Make sure the serving certificate exists and is fresh; return the CA agents trust.
+
+    Operator-issued: read `<store>-ca` and `<store>-tls`, let `tls.plan` decide, write only
+    what changed (so an unchanged store costs two GETs). cert-manager: apply the Certificate
+    and read back what cert-manager issued."""
+    tls_spec = spec.tls
+    if not tls_spec.enabled:
+        return TLSState()
+    ns = owner.namespace
+    tls_name = names.tls_secret_name(owner.name)
+    if tls_spec.issuer_ref is not None:
+        return await _ensure_certificate(client, owner, spec)
+    ca_existing = await _get_secret(client, names.ca_secret_name(owner.name), ns)
+    tls_existing = await _get_secret(client, tls_name, ns)
+    await _retire_certificate(client, owner, tls_existing)
+    plan = tls.plan(
+        _secret_text(ca_existing),
+        _secret_text(tls_existing),
+        store=owner.name,
+        dns_names=names.memory_dns_names(owner.name, ns),
+        now=now,
+        duration_days=tls_spec.duration_days,
+        renew_before_days=tls_spec.renew_before_days,
+    )
+    where = f"{ns}/{owner.name}"
+    if plan.ca_data is not None:
+        # replacing a CA agents already trust is worth a warning: they must reload ca.crt
+        level = logging.WARNING if ca_existing is not None else logging.INFO
+        log.log(level, "%s: issuing a new CA: %s", where, plan.ca_reason)
+        await _write_secret(client, ca_secret(owner, plan.ca_data, owned), ca_existing, owned)
+    elif ca_existing is not None and bool(ca_existing.metadata.ownerReferences) != owned:
+        refs = ca_secret(owner, {}, owned)["metadata"].get("ownerReferences")
+        await client.patch(
+            Secret,
+            ca_existing.metadata.name,
+            {"metadata": {"ownerReferences": refs}},
+            namespace=ns,
+            patch_type=PatchType.MERGE,
+        )
+    if plan.tls_data is not None:
+        log.info("%s: writing the serving certificate: %s", where, plan.tls_reason)
+        await _write_secret(client, tls_secret(owner, plan.tls_data), tls_existing, True)
+    return TLSState(ca_cert=plan.ca_cert)
+
+
+async def _ensure_certificate(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> TLSState:
+    issuer = spec.tls.issuer_ref
+    assert issuer is not None
+    try:
+        await apply_all(client, [tls_certificate(owner, spec)])
+    except httpx2.HTTPStatusError as exc:
+        # An API group the server does not serve answers a plain-text 404, which lightkube
+        # raises as its HTTP library's HTTPStatusError (ApiError's base), not as ApiError.
+        if exc.response.status_code != 404:
+            raise
+        return TLSState(
+            pending=(
+                "CertManagerMissing",
+                f"spec.tls.issuerRef names {issuer.kind} {issuer.name}, but cert-manager is "
+                "not installed (the API server serves no certificates.cert-manager.io): "
+                "install cert-manager, or remove spec.tls.issuerRef to let the operator "
+                "issue the certificate",
+            )
+        )
+    issued = _secret_text(
+        await _get_secret(client, names.tls_secret_name(owner.name), owner.namespace)
+    )
+    if not issued or not issued.get(names.TLS_CERT):
+        return TLSState(
+            pending=(
+                "CertificatePending",
+                f"waiting for cert-manager to issue Secret {names.tls_secret_name(owner.name)} "
+                f"(Certificate {names.certificate_name(owner.name)}, spec.tls.issuerRef "
+                f"{issuer.kind} {issuer.name})",
+            )
+        )
+    return TLSState(ca_cert=issued.get(names.CA_CERT) or None)
 
 
 async def get_workload(client: AsyncClient, kind: str, name: str, namespace: str) -> dict | None:

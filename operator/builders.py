@@ -2,10 +2,11 @@
 
 No I/O, no clock, no randomness: the same input gives byte-identical objects, so the apply
 layer can server-side-apply them on every reconcile and any difference is a real change.
-The generated keys come in as `Keys` (the apply layer creates them once and keeps them);
-secret values appear only in the two Secrets built here. Everything else refers to secrets
-(`secretKeyRef` in pod specs, `{env: VAR}` / `{file: PATH}` in the config files), so no
-secret is ever copied into a ConfigMap.
+The generated keys come in as `Keys` (the apply layer creates them once and keeps them)
+and the service key's rotation state as `keys.ServiceKeyState`; secret values appear only
+in the Secrets built here. Everything else refers to secrets (`secretKeyRef` and Secret
+volumes in pod specs, `{env: VAR}` / `{file: PATH}` in the config files), so no secret is
+ever copied into a ConfigMap.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pydantic import ValidationError
 
 from memorystore.config import ClientConfig, ServiceConfig, ServiceEmbedder, ServiceLLM
 from memorystore.operator import names
+from memorystore.operator.isolation import admitted_selectors
+from memorystore.operator.keys import ServiceKeyState, format_time
 from memorystore.spec import (
     GROUP,
     KIND,
@@ -33,6 +36,7 @@ from memorystore.spec import (
     Resources,
     SecretKeyRef,
     Storage,
+    Toleration,
 )
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -42,9 +46,23 @@ CONFIG_DIR = "/etc/memorystore"
 SERVICE_CONFIG_PATH = f"{CONFIG_DIR}/{names.SERVICE_CONFIG_FILE}"
 DATA_DIR = "/data"
 HISTORY_PATH = f"{DATA_DIR}/history.db"
+# spec.vectorStore.embedded: the engine's files on the same volume as the history.
+EMBEDDED_QDRANT_PATH = f"{DATA_DIR}/qdrant"
 SERVICE_UID = 10001
+# The service-key Secret, mounted read-only: kubelet updates the files in place on a
+# rotation and the service re-reads them (no restart). Not under CONFIG_DIR: a volume
+# mounted inside another volume's mount is fragile.
+SERVICE_KEY_DIR = "/var/run/secrets/memorystore/service-key"
+SERVICE_KEY_FILE = f"{SERVICE_KEY_DIR}/{names.CURRENT_SERVICE_KEY}"
+PREVIOUS_SERVICE_KEY_FILE = f"{SERVICE_KEY_DIR}/{names.PREVIOUS_SERVICE_KEY}"
+# The serving certificate (Secret <store>-tls: tls.crt, tls.key), mounted read-only. Kubelet
+# updates it in place on renewal and the service reloads it (no restart, so it is not in the
+# pod template's checksum).
+TLS_DIR = "/var/run/secrets/memorystore/tls"
+TLS_CERT_FILE = f"{TLS_DIR}/{names.TLS_CERT}"
+TLS_KEY_FILE = f"{TLS_DIR}/{names.TLS_KEY}"
+TLS_FILE_MODE = 0o440  # root:fsGroup, readable by the service's group only
 # The config file names these variables; the Deployment fills them from Secrets.
-ENV_SERVICE_KEY = "MEMORYSTORE_API_KEY"
 ENV_QDRANT_KEY = "QDRANT_API_KEY"
 ENV_EMBEDDER_KEY = "EMBEDDER_API_KEY"
 ENV_LLM_KEY = "LLM_API_KEY"
@@ -54,6 +72,10 @@ ENV_LLM_KEY = "LLM_API_KEY"
 # ConfigMap beside it, e.g. /etc/memorystore/client, not at a parent of this directory.)
 CLIENT_SECRET_DIR = "/etc/memorystore/secrets"
 CLIENT_KEY_FILE = f"{CLIENT_SECRET_DIR}/{names.CLIENT_API_KEY}"
+# The client ConfigMap's mount (the middleware's default config path is client.yaml in it);
+# its ca.crt is the CA the service's certificate chains to.
+CLIENT_CONFIG_DIR = "/etc/memorystore/client"
+CLIENT_CA_FILE = f"{CLIENT_CONFIG_DIR}/{names.CA_CERT}"
 
 # --- inside Qdrant pods ---------------------------------------------------------------------
 QDRANT_UID = 1000
@@ -97,7 +119,10 @@ class Images:
 
 @dataclass(frozen=True)
 class Keys:
-    """The generated keys, created once by the apply layer and kept in the keys Secret."""
+    """The generated keys, created once by the apply layer and kept in the keys Secret.
+
+    For the children, `service_api_key` is the key agents are given: the current key of the
+    service-key Secret (`keys.py`), which starts as the keys Secret's and rotates."""
 
     service_api_key: str
     qdrant_api_key: str
@@ -124,10 +149,10 @@ def check_spec(owner: Owner, spec: MemoryStoreSpec) -> None:
     if problem:
         raise SpecError(f"metadata.name {problem}")
     vs = spec.vector_store
-    if (vs.managed is None) == (vs.external is None):
+    if sum(tier is not None for tier in (vs.managed, vs.external, vs.embedded)) != 1:
         raise SpecError(
-            "spec.vectorStore: set exactly one of spec.vectorStore.managed or "
-            "spec.vectorStore.external"
+            "spec.vectorStore: set exactly one of spec.vectorStore.managed, "
+            "spec.vectorStore.external or spec.vectorStore.embedded"
         )
     if vs.external is not None:
         _check_url(vs.external.url, "spec.vectorStore.external.url")
@@ -140,6 +165,12 @@ def check_spec(owner: Owner, spec: MemoryStoreSpec) -> None:
         )
     if history.sqlite is None:
         raise SpecError("spec.historyDb: set spec.historyDb.sqlite")
+    if vs.embedded is not None and spec.service.replicas > 1:
+        raise SpecError(
+            f"spec.service.replicas is {spec.service.replicas}, but spec.vectorStore.embedded "
+            "runs the engine in the service's process and it holds a single-process lock on "
+            "its files: use 0 or 1"
+        )
     if spec.service.replicas > 1:
         raise SpecError(
             f"spec.service.replicas is {spec.service.replicas}, but a SQLite history "
@@ -201,16 +232,19 @@ def service_config(owner: Owner, spec: MemoryStoreSpec) -> ServiceConfig:
     """The config the memory service runs with: every secret an `{env: VAR}` reference."""
     check_spec(owner, spec)
     vs = spec.vector_store
-    if vs.managed is not None:
-        server: dict[str, Any] = {
+    vector_store: dict[str, Any] = {"collection": vs.collection}
+    if vs.embedded is not None:
+        vector_store["embedded"] = {"path": EMBEDDED_QDRANT_PATH}
+    elif vs.managed is not None:
+        vector_store["server"] = {
             "url": names.qdrant_url(owner.name, owner.namespace),
             "apiKey": {"env": ENV_QDRANT_KEY},
         }
     else:
         assert vs.external is not None
-        server = {"url": vs.external.url}
+        vector_store["server"] = {"url": vs.external.url}
         if vs.external.api_key_secret_ref is not None:
-            server["apiKey"] = {"env": ENV_QDRANT_KEY}
+            vector_store["server"]["apiKey"] = {"env": ENV_QDRANT_KEY}
     embedder = spec.embedder.model_dump(
         by_alias=True, exclude_none=True, mode="json", exclude={"api_key_secret_ref"}
     )
@@ -220,8 +254,9 @@ def service_config(owner: Owner, spec: MemoryStoreSpec) -> ServiceConfig:
         "tenant": names.tenant(owner.name, owner.namespace),
         "listen": {"host": "0.0.0.0", "port": names.SERVICE_PORT},
         "dataDir": DATA_DIR,
-        "apiKey": {"env": ENV_SERVICE_KEY},
-        "vectorStore": {"server": server, "collection": vs.collection},
+        "apiKey": {"file": SERVICE_KEY_FILE},
+        "previousApiKey": {"file": PREVIOUS_SERVICE_KEY_FILE, "optional": True},
+        "vectorStore": vector_store,
         "history": {"path": HISTORY_PATH},
         "embedder": _validated(ServiceEmbedder, embedder, "spec.embedder"),
         "recall": spec.recall,
@@ -234,19 +269,27 @@ def service_config(owner: Owner, spec: MemoryStoreSpec) -> ServiceConfig:
         if spec.llm.api_key_secret_ref is not None:
             llm["apiKey"] = {"env": ENV_LLM_KEY}
         data["llm"] = _validated(ServiceLLM, llm, "spec.llm")
+    if spec.tls.enabled:
+        data["tls"] = {"certFile": TLS_CERT_FILE, "keyFile": TLS_KEY_FILE}
     return _validated(ServiceConfig, data, "spec")
 
 
-def client_config(owner: Owner, spec: MemoryStoreSpec) -> ClientConfig:
-    """What agent pods mount: where the service is and where its key file is, never the key."""
+def client_config(owner: Owner, spec: MemoryStoreSpec, ca_cert: str | None = None) -> ClientConfig:
+    """What agent pods mount: where the service is and where its key file is, never the key.
+
+    With TLS and a known CA (`ca_cert`, which the client ConfigMap carries as ca.crt) the
+    agents verify the service against that CA; with TLS and no CA known (a cert-manager
+    issuer whose Secret has no ca.crt) against the system's trusted CAs."""
     check_spec(owner, spec)
+    tls = spec.tls.enabled
     return ClientConfig(
-        endpoint=names.memory_endpoint(owner.name, owner.namespace),
+        endpoint=names.memory_endpoint(owner.name, owner.namespace, tls=tls),
         tenant=names.tenant(owner.name, owner.namespace),
         api_key={"file": CLIENT_KEY_FILE},
         scope=spec.scope,
         mode=spec.mode,
         recall=spec.recall,
+        tls={"caFile": CLIENT_CA_FILE if tls and ca_cert else None},
     )
 
 
@@ -262,17 +305,19 @@ def _yaml(data: dict[str, Any]) -> str:
 
 
 # Left out of the rendered service.yaml: `limits` (the service's own defaults, which the spec
-# does not set) and `generate` (the operator generates keys, the service never does).
+# does not set), `generate` (the operator generates keys, the service never does) and
+# `optional` where it is false (the default; only previousApiKey is optional).
 _SERVICE_EXCLUDE: dict[str, Any] = {
     "limits": True,
-    "api_key": {"generate"},
-    "vector_store": {"server": {"api_key": {"generate"}}},
-    "embedder": {"api_key": {"generate"}},
-    "llm": {"api_key": {"generate"}},
+    "api_key": {"generate", "optional"},
+    "previous_api_key": {"generate"},
+    "vector_store": {"server": {"api_key": {"generate", "optional"}}},
+    "embedder": {"api_key": {"generate", "optional"}},
+    "llm": {"api_key": {"generate", "optional"}},
 }
 # The rendered client.yaml holds what the spec decides; agent-side knobs (timeouts,
 # fail-open, capture, write permission) keep the middleware's defaults and env toggles.
-_CLIENT_INCLUDE = {"endpoint", "tenant", "api_key", "scope", "mode", "recall"}
+_CLIENT_INCLUDE = {"endpoint", "tenant", "api_key", "scope", "mode", "recall", "tls"}
 
 
 def render_service_config(owner: Owner, cfg: ServiceConfig) -> str:
@@ -288,8 +333,11 @@ def render_client_config(owner: Owner, cfg: ClientConfig) -> str:
         exclude_none=True,
         mode="json",
         include=_CLIENT_INCLUDE,
-        exclude={"api_key": {"generate"}},
+        # `verify` is the agent's own choice (MEMORYSTORE_VERIFY_TLS), never the operator's
+        exclude={"api_key": {"generate", "optional"}, "tls": {"verify"}},
     )
+    if not data.get("tls"):
+        data.pop("tls", None)
     return _header(owner) + _yaml(data)
 
 
@@ -358,11 +406,14 @@ def _value_env(name: str, value: str) -> dict[str, Any]:
 
 
 def _http_probe(
-    path: str, port: str, *, period: int, timeout: int, failures: int
+    path: str, port: str, *, period: int, timeout: int, failures: int, https: bool = False
 ) -> dict[str, Any]:
+    get: dict[str, Any] = {"path": path, "port": port}
+    if https:
+        get["scheme"] = "HTTPS"  # kubelet does not verify the certificate: no CA needed
     return {
         "failureThreshold": failures,
-        "httpGet": {"path": path, "port": port},
+        "httpGet": get,
         "periodSeconds": period,
         "timeoutSeconds": timeout,
     }
@@ -377,6 +428,17 @@ def _pod_security(uid: int) -> dict[str, Any]:
         "runAsUser": uid,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+
+
+def _placement(node_selector: Mapping[str, str], tolerations: list[Toleration]) -> dict[str, Any]:
+    """nodeSelector / tolerations for a pod spec; absent when unset, so a store without
+    placement renders (and rolls) exactly as before the fields existed."""
+    out: dict[str, Any] = {}
+    if node_selector:
+        out["nodeSelector"] = dict(sorted(node_selector.items()))
+    if tolerations:
+        out["tolerations"] = [t.as_pod_toleration() for t in tolerations]
+    return out
 
 
 def _storage_spec(storage: Storage) -> dict[str, Any]:
@@ -409,6 +471,91 @@ def keys_secret(owner: Owner, keys: Keys, owned: bool) -> dict[str, Any]:
                 owner, names.keys_secret_name(owner.name), names.KEYS, owned=owned
             ),
             "type": "Opaque",
+        }
+    )
+
+
+def service_key_secret(owner: Owner, state: ServiceKeyState, owned: bool) -> dict[str, Any]:
+    """`<name>-service-key`: the keys the memory service accepts, mounted as its files.
+
+    Mutable, unlike the keys Secret: a rotation rewrites it in place (kubelet then updates
+    the mounted files and the service re-reads them). The annotations are the rotation's
+    bookkeeping (`keys.read_state` reads them back); they never hold a key."""
+    data = {names.CURRENT_SERVICE_KEY: _b64(state.current)}
+    annotations = {names.SERVICE_KEY_GENERATION_ANNOTATION: str(state.generation)}
+    if state.previous is not None:
+        data[names.PREVIOUS_SERVICE_KEY] = _b64(state.previous)
+        deadline = format_time(state.previous_valid_until)
+        if deadline is not None:
+            annotations[names.PREVIOUS_KEY_VALID_UNTIL_ANNOTATION] = deadline
+    metadata = _metadata(owner, names.service_key_secret_name(owner.name), names.KEYS, owned)
+    metadata["annotations"] = annotations
+    return _canonical(
+        {
+            "apiVersion": "v1",
+            "data": data,
+            "kind": "Secret",
+            "metadata": metadata,
+            "type": "Opaque",
+        }
+    )
+
+
+# --- TLS ------------------------------------------------------------------------------------
+
+
+def ca_secret(owner: Owner, data: Mapping[str, str], owned: bool) -> dict[str, Any]:
+    """`<name>-ca`: the store's private CA (ca.crt, ca.key). Never mounted anywhere: only the
+    operator signs with it. It follows deletionPolicy like the keys, so a store re-created
+    under Retain keeps the CA its agents already trust."""
+    return _canonical(
+        {
+            "apiVersion": "v1",
+            "data": {k: _b64(v) for k, v in sorted(data.items())},
+            "kind": "Secret",
+            "metadata": _metadata(owner, names.ca_secret_name(owner.name), names.KEYS, owned=owned),
+            "type": "Opaque",
+        }
+    )
+
+
+def tls_secret(owner: Owner, data: Mapping[str, str]) -> dict[str, Any]:
+    """`<name>-tls`: the serving certificate, its key and the CA (kubernetes.io/tls, the
+    layout cert-manager writes too). Always owned: it is re-issued from the CA at will."""
+    return _canonical(
+        {
+            "apiVersion": "v1",
+            "data": {k: _b64(v) for k, v in sorted(data.items())},
+            "kind": "Secret",
+            "metadata": _metadata(owner, names.tls_secret_name(owner.name), names.MEMORY_SERVICE),
+            "type": "kubernetes.io/tls",
+        }
+    )
+
+
+def tls_certificate(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
+    """The cert-manager Certificate for the serving certificate (spec.tls.issuerRef set):
+    cert-manager writes the same Secret, names and durations the operator would."""
+    tls = spec.tls
+    assert tls.issuer_ref is not None
+    issuer = tls.issuer_ref
+    dns_names = names.memory_dns_names(owner.name, owner.namespace)
+    return _canonical(
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Certificate",
+            "metadata": _metadata(owner, names.certificate_name(owner.name), names.MEMORY_SERVICE),
+            "spec": {
+                "commonName": dns_names[0],
+                "dnsNames": dns_names,
+                "duration": f"{tls.duration_days * 24}h",
+                "issuerRef": {"group": issuer.group, "kind": str(issuer.kind), "name": issuer.name},
+                "privateKey": {"algorithm": "ECDSA", "rotationPolicy": "Always", "size": 256},
+                "renewBefore": f"{tls.renew_before_days * 24}h",
+                "secretName": names.tls_secret_name(owner.name),
+                "secretTemplate": {"labels": names.labels(owner.name, names.MEMORY_SERVICE)},
+                "usages": ["digital signature", "server auth"],
+            },
         }
     )
 
@@ -511,6 +658,7 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
                     "containers": [container],
                     "enableServiceLinks": False,
                     "securityContext": _pod_security(QDRANT_UID),
+                    **_placement(managed.node_selector, managed.tolerations),
                     "volumes": [
                         {"emptyDir": {}, "name": "snapshots"},
                         {"emptyDir": {}, "name": "init"},
@@ -587,7 +735,8 @@ def memory_config_map(owner: Owner, config_text: str) -> dict[str, Any]:
 
 
 def memory_data_claim(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
-    """The SQLite history and idempotency keys (ReadWriteOnce: one pod at a time)."""
+    """The SQLite history, idempotency keys and, with spec.vectorStore.embedded, the engine's
+    files (ReadWriteOnce: one pod at a time)."""
     sqlite = spec.history_db.sqlite
     assert sqlite is not None
     return {
@@ -605,8 +754,7 @@ def memory_data_claim(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
 
 def _memory_env(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
     keys = names.keys_secret_name(owner.name)
-    env = [
-        _secret_env(ENV_SERVICE_KEY, keys, names.SERVICE_API_KEY),
+    env = [  # the service key is a mounted file (SERVICE_KEY_DIR), so it can rotate
         _value_env("HOME", "/tmp"),  # the root filesystem is read-only
         _value_env("MEM0_TELEMETRY", "False"),
     ]
@@ -622,27 +770,65 @@ def _memory_env(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
     return sorted(env, key=lambda e: e["name"])
 
 
+def _memory_port(spec: MemoryStoreSpec) -> str:
+    """The service's port name: what it speaks, for people and for appProtocol-aware tools."""
+    return "https" if spec.tls.enabled else "http"
+
+
+def _tls_mounts(spec: MemoryStoreSpec) -> list[dict[str, Any]]:
+    return [{"mountPath": TLS_DIR, "name": "tls", "readOnly": True}] if spec.tls.enabled else []
+
+
+def _tls_volumes(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
+    """The serving certificate and key only (ca.crt is for agents). Whole files, no subPath:
+    kubelet then replaces them in place on renewal and the service reloads them."""
+    if not spec.tls.enabled:
+        return []
+    return [
+        {
+            "name": "tls",
+            "secret": {
+                "defaultMode": TLS_FILE_MODE,
+                "items": [
+                    {"key": names.TLS_CERT, "path": names.TLS_CERT},
+                    {"key": names.TLS_KEY, "path": names.TLS_KEY},
+                ],
+                "secretName": names.tls_secret_name(owner.name),
+            },
+        }
+    ]
+
+
 def memory_deployment(
     owner: Owner, spec: MemoryStoreSpec, images: Images, config_text: str
 ) -> dict[str, Any]:
     store = owner.name
+    port, https = _memory_port(spec), spec.tls.enabled
     container = {
         "args": ["serve", "--config", SERVICE_CONFIG_PATH],
         "env": _memory_env(owner, spec),
         "image": spec.service.image or images.service,
         "imagePullPolicy": "IfNotPresent",
-        "livenessProbe": _http_probe("/healthz", "http", period=10, timeout=5, failures=6),
+        "livenessProbe": _http_probe(
+            "/healthz", port, period=10, timeout=5, failures=6, https=https
+        ),
         "name": "memory-service",
-        "ports": [{"containerPort": names.SERVICE_PORT, "name": "http", "protocol": "TCP"}],
+        "ports": [{"containerPort": names.SERVICE_PORT, "name": port, "protocol": "TCP"}],
         # /readyz checks Qdrant and the history DB itself, within 5 s.
-        "readinessProbe": _http_probe("/readyz", "http", period=10, timeout=6, failures=3),
+        "readinessProbe": _http_probe(
+            "/readyz", port, period=10, timeout=6, failures=3, https=https
+        ),
         "resources": _resources(spec.service.resources),
         "securityContext": RESTRICTED_CONTAINER,
         # The embedder loads before the server listens: allow up to 5 minutes.
-        "startupProbe": _http_probe("/healthz", "http", period=5, timeout=3, failures=60),
+        "startupProbe": _http_probe(
+            "/healthz", port, period=5, timeout=3, failures=60, https=https
+        ),
         "volumeMounts": [
             {"mountPath": CONFIG_DIR, "name": "config", "readOnly": True},
             {"mountPath": DATA_DIR, "name": "data"},
+            {"mountPath": SERVICE_KEY_DIR, "name": "service-key", "readOnly": True},
+            *_tls_mounts(spec),
             {"mountPath": "/tmp", "name": "tmp"},
         ],
     }
@@ -653,11 +839,14 @@ def memory_deployment(
         "spec": {
             "replicas": 0 if spec.suspend else spec.service.replicas,
             "selector": {"matchLabels": names.selector_labels(store, names.MEMORY_SERVICE)},
-            # The data volume is ReadWriteOnce: the old pod must let go before the new starts.
+            # The data volume is ReadWriteOnce (and an embedded engine locks its files): the
+            # old pod must let go before the new starts.
             "strategy": {"type": "Recreate"},
             "template": {
                 "metadata": {
-                    # Only the rendered config: the keys Secret never changes after creation.
+                    # Only the rendered config: the keys Secret never changes after creation,
+                    # and a rotated service key or a renewed certificate is re-read from its
+                    # volume (no restart).
                     "annotations": {names.CONFIG_CHECKSUM_ANNOTATION: config_checksum(config_text)},
                     "labels": names.labels(store, names.MEMORY_SERVICE),
                 },
@@ -666,6 +855,7 @@ def memory_deployment(
                     "containers": [container],
                     "enableServiceLinks": False,
                     "securityContext": _pod_security(SERVICE_UID),
+                    **_placement(spec.service.node_selector, spec.service.tolerations),
                     "volumes": [
                         {
                             "configMap": {"name": names.memory_config_map_name(store)},
@@ -677,6 +867,16 @@ def memory_deployment(
                                 "claimName": names.memory_data_claim_name(store)
                             },
                         },
+                        {
+                            "name": "service-key",
+                            # Whole Secret, no subPath: kubelet then updates the files in
+                            # place; previous-api-key exists only during a grace period.
+                            "secret": {
+                                "defaultMode": 0o440,
+                                "secretName": names.service_key_secret_name(store),
+                            },
+                        },
+                        *_tls_volumes(owner, spec),
                         {"emptyDir": {}, "name": "tmp"},
                     ],
                 },
@@ -685,14 +885,14 @@ def memory_deployment(
     }
 
 
-def memory_service(owner: Owner) -> dict[str, Any]:
+def memory_service(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
     store = owner.name
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(owner, names.memory_service_name(store), names.MEMORY_SERVICE),
         "spec": {
-            "ports": [_service_port("http", names.SERVICE_PORT)],
+            "ports": [_service_port(_memory_port(spec), names.SERVICE_PORT)],
             "selector": names.selector_labels(store, names.MEMORY_SERVICE),
             "type": "ClusterIP",
         },
@@ -702,17 +902,22 @@ def memory_service(owner: Owner) -> dict[str, Any]:
 # --- what agent pods mount ------------------------------------------------------------------
 
 
-def client_config_map(owner: Owner, config_text: str) -> dict[str, Any]:
+def client_config_map(owner: Owner, config_text: str, ca_cert: str | None = None) -> dict[str, Any]:
+    """client.yaml, and the CA that signs the service's certificate (public: ca.crt)."""
+    data = {names.CLIENT_CONFIG_FILE: config_text}
+    if ca_cert:
+        data[names.CA_CERT] = ca_cert
     return {
         "apiVersion": "v1",
-        "data": {names.CLIENT_CONFIG_FILE: config_text},
+        "data": data,
         "kind": "ConfigMap",
         "metadata": _metadata(owner, names.client_config_map_name(owner.name), names.CLIENT),
     }
 
 
 def client_secret(owner: Owner, keys: Keys) -> dict[str, Any]:
-    """The service key alone: agent pods mount this, never the keys Secret (Qdrant's key)."""
+    """The current service key alone: agent pods mount this, never the keys Secret (Qdrant's
+    key). After a rotation it holds the new key; agents re-read the mounted file."""
     return {
         "apiVersion": "v1",
         "data": {names.CLIENT_API_KEY: _b64(keys.service_api_key)},
@@ -753,19 +958,20 @@ def qdrant_network_policy(owner: Owner) -> dict[str, Any]:
 
 
 def memory_network_policy(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
-    """Only the allowed agent pods reach the memory service, on its one port."""
+    """Only this store's agent pods reach the memory service, on its one port.
+
+    Admitted: pods labelled `memorystore.dev/client: <store>` (unique to the store), plus
+    the pods `spec.allowedAgentPods` matches. A podSelector without a namespaceSelector
+    matches pods of this namespace only, so no pod of another namespace is ever admitted.
+    """
     store = owner.name
-    match = spec.allowed_agent_pods.match_labels
-    # A podSelector without a namespaceSelector matches pods of this namespace only. An
-    # empty selector ({}) therefore admits every pod in the store's namespace, and no pod
-    # of any other namespace.
-    agents: dict[str, Any] = {"matchLabels": dict(sorted(match.items()))} if match else {}
+    peers = [{"podSelector": {"matchLabels": s}} for s in admitted_selectors(store, spec)]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": _metadata(owner, names.memory_network_policy_name(store), names.MEMORY_SERVICE),
         "spec": {
-            "ingress": [{"from": [{"podSelector": agents}], "ports": [_tcp(names.SERVICE_PORT)]}],
+            "ingress": [{"from": peers, "ports": [_tcp(names.SERVICE_PORT)]}],
             "podSelector": {"matchLabels": names.selector_labels(store, names.MEMORY_SERVICE)},
             "policyTypes": ["Ingress"],
         },
@@ -776,13 +982,16 @@ def memory_network_policy(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]
 
 
 def desired_children(
-    owner: Owner, spec: MemoryStoreSpec, images: Images, keys: Keys
+    owner: Owner, spec: MemoryStoreSpec, images: Images, keys: Keys, *, ca_cert: str | None = None
 ) -> list[dict[str, Any]]:
     """Every child but the keys Secret, in apply order: network policies before the pods
     they protect, Services before the StatefulSet that names one, config and volume before
-    the Deployment that mounts them. Raises SpecError for a spec that cannot be built."""
+    the Deployment that mounts them. Raises SpecError for a spec that cannot be built.
+
+    `ca_cert` is the CA agents must trust (the apply layer reads it from the TLS Secrets);
+    the certificate Secrets themselves are written by the apply layer, not applied here."""
     service_text = render_service_config(owner, service_config(owner, spec))
-    client_text = render_client_config(owner, client_config(owner, spec))
+    client_text = render_client_config(owner, client_config(owner, spec, ca_cert))
     managed = spec.vector_store.managed is not None
     children: list[dict[str, Any]] = []
     if managed:
@@ -798,8 +1007,8 @@ def desired_children(
         memory_config_map(owner, service_text),
         memory_data_claim(owner, spec),
         memory_deployment(owner, spec, images, service_text),
-        memory_service(owner),
-        client_config_map(owner, client_text),
+        memory_service(owner, spec),
+        client_config_map(owner, client_text, ca_cert if spec.tls.enabled else None),
         client_secret(owner, keys),
     ]
     return [_canonical(child) for child in children]

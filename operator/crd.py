@@ -93,14 +93,39 @@ RULES: dict[str, list[Schema]] = {
             "reason": "FieldValueForbidden",
             "message": "spec.service.replicas must be 0 or 1 with spec.historyDb.sqlite "
             "(one writer per SQLite file); use spec.historyDb.postgres for more replicas",
-        }
+        },
+        {
+            "rule": "!has(self.vectorStore) || !has(self.vectorStore.embedded) "
+            "|| !has(self.service) || !has(self.service.replicas) || self.service.replicas <= 1",
+            "fieldPath": ".service.replicas",
+            "reason": "FieldValueForbidden",
+            "message": "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded: "
+            "the engine holds a single-process lock on its files; use spec.vectorStore.managed "
+            "or spec.vectorStore.external for more replicas",
+        },
+        {
+            "rule": "!has(self.vectorStore) || !has(self.vectorStore.embedded) "
+            "|| !has(self.historyDb) || has(self.historyDb.sqlite)",
+            "fieldPath": ".historyDb.sqlite",
+            "reason": "FieldValueRequired",
+            "message": "spec.historyDb.sqlite is required with spec.vectorStore.embedded: the "
+            "engine's files live on its volume",
+        },
     ],
     "spec.vectorStore": [
         {
-            "rule": "has(self.managed) != has(self.external)",
-            "message": "exactly one of spec.vectorStore.managed or spec.vectorStore.external "
-            "must be set",
-        }
+            "rule": "(has(self.managed) ? 1 : 0) + (has(self.external) ? 1 : 0) "
+            "+ (has(self.embedded) ? 1 : 0) == 1",
+            "message": "exactly one of spec.vectorStore.managed, spec.vectorStore.external or "
+            "spec.vectorStore.embedded must be set",
+        },
+        {
+            # Transition rule (updates only): the memories stay where they were written.
+            "rule": "has(self.embedded) == has(oldSelf.embedded)",
+            "message": "spec.vectorStore.embedded cannot be added or removed: the stored "
+            "memories live in the engine's files on the memory service's volume; create a new "
+            "MemoryStore to change it",
+        },
     ],
     "spec.vectorStore.collection": [
         _immutable("spec.vectorStore.collection", "the stored memories live in this collection")
@@ -174,7 +199,57 @@ RULES: dict[str, list[Schema]] = {
     "spec.historyDb.sqlite.storage.size": [
         {"rule": "isQuantity(self)", "message": f"spec.historyDb.sqlite.storage.size {_QUANTITY}"}
     ],
+    "spec.serviceKey.rotation": [
+        {
+            "rule": "self >= oldSelf",
+            "message": "spec.serviceKey.rotation can only grow: to rotate the service key, "
+            "set it above status.serviceKey.generation",
+        }
+    ],
+    "spec.tls": [
+        {
+            "rule": "!has(self.renewBeforeDays) || !has(self.durationDays) "
+            "|| self.renewBeforeDays < self.durationDays",
+            "fieldPath": ".renewBeforeDays",
+            "reason": "FieldValueInvalid",
+            "message": "spec.tls.renewBeforeDays must be less than spec.tls.durationDays",
+        }
+    ],
 }
+
+
+def _toleration_rules(pods: str) -> list[Schema]:
+    """What the API server checks in a pod's toleration and a schema cannot say."""
+    field = f"{pods}.tolerations[]"
+    return [
+        {
+            "rule": "(has(self.key) && self.key != '') "
+            "|| (has(self.operator) && self.operator == 'Exists')",
+            "fieldPath": ".operator",
+            "reason": "FieldValueInvalid",
+            "message": f"{field}.operator must be Exists when key is empty (a toleration "
+            "without a key tolerates every taint)",
+        },
+        {
+            "rule": "!has(self.operator) || self.operator != 'Exists' "
+            "|| !has(self.value) || self.value == ''",
+            "fieldPath": ".value",
+            "reason": "FieldValueForbidden",
+            "message": f"{field}.value must be empty when operator is Exists",
+        },
+        {
+            "rule": "!has(self.tolerationSeconds) "
+            "|| (has(self.effect) && self.effect == 'NoExecute')",
+            "fieldPath": ".tolerationSeconds",
+            "reason": "FieldValueForbidden",
+            "message": f"{field}.tolerationSeconds is only allowed with effect NoExecute",
+        },
+    ]
+
+
+for _pods in ("spec.service", "spec.vectorStore.managed"):
+    RULES[f"{_pods}.tolerations[]"] = _toleration_rules(_pods)
+
 # The quantity syntax as a pattern (what controller-gen emits for resource.Quantity): a CEL
 # isQuantity() on every value of an unbounded map exceeds the API server's cost budget.
 QUANTITY_PATTERN = (
@@ -332,14 +407,17 @@ def _ordered(node: Schema) -> Schema:
 
 
 def _node(schema: Schema, path: str) -> Schema:
-    """The node at a dotted schema path (`*` is a map's value schema)."""
+    """The node at a dotted schema path (`*` is a map's value schema, `name[]` the item
+    schema of the list `name`)."""
     node = schema
     for part in path.split(".")[1:]:
         if part == "*":
             node = node["additionalProperties"]
         else:
             try:
-                node = node["properties"][part]
+                node = node["properties"][part.removesuffix("[]")]
+                if part.endswith("[]"):
+                    node = node["items"]
             except KeyError:
                 raise ValueError(f"{path}: no such field in the spec model") from None
     return node

@@ -11,10 +11,12 @@ collection, with data-bearing children owned only under `deletionPolicy: Delete`
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -28,9 +30,10 @@ from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from memorystore.config import format_validation_error
-from memorystore.operator import apply, names
+from memorystore.operator import apply, isolation, names
 from memorystore.operator.builders import (
     Images,
+    Keys,
     Owner,
     SpecError,
     check_spec,
@@ -38,8 +41,9 @@ from memorystore.operator.builders import (
     expected_workloads,
     owns_data,
 )
-from memorystore.operator.metrics import DURATION, RECONCILES
-from memorystore.operator.status import Observed, Workload, compute_status
+from memorystore.operator.keys import Change, ServiceKeyState, describe
+from memorystore.operator.metrics import DURATION, KEY_CHANGES, RECONCILES
+from memorystore.operator.status import AGENT_PODS_ISOLATED, Observed, Workload, compute_status
 from memorystore.spec import (
     GROUP,
     KIND,
@@ -58,6 +62,12 @@ IMAGES = Images.from_env(os.environ)
 MemoryStoreResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
 
+# One reconcile per store at a time (kopf's handler and the resync loop run in one event
+# loop): each then reads what the previous one wrote, so a stale reconcile can never put
+# back a rotated-away key into the client Secret.
+_STORE_LOCKS: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -67,13 +77,21 @@ async def reconcile(body: dict[str, Any], client: AsyncClient) -> dict[str, Any]
     with DURATION.time():
         outcome = "error"
         try:
-            outcome, status = await _reconcile(body, client)
+            async with _STORE_LOCKS[body["metadata"]["uid"]]:
+                outcome, status = await _reconcile(body, client)
         finally:
             RECONCILES.labels(outcome).inc()
     previous = (body.get("status") or {}).get("phase")
     if status.phase != previous:
         await _event(client, body, status)
-    return status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if _newly_shared(body.get("status") or {}, status):
+        shared = next(c for c in status.conditions if c.type == AGENT_PODS_ISOLATED)
+        await _post_event(client, body, "SharedAgentPods", shared.message, warning=True)
+    out = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if status.service_key is not None:
+        # status is merge-patched: an ended grace period must be an explicit null to go
+        out["serviceKey"]["previousKeyValidUntil"] = status.service_key.previous_key_valid_until
+    return out
 
 
 async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, MemoryStoreStatus]:
@@ -88,12 +106,54 @@ async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, Me
     try:
         check_spec(owner, spec)  # before anything is written
         keys = await apply.ensure_keys(client, owner, owns_data(spec))
-        children = desired_children(owner, spec, IMAGES, keys)
+        # Buildable before the service key may rotate: a rotated key must reach the client
+        # Secret in the same reconcile, never be left behind by a spec error.
+        desired_children(owner, spec, IMAGES, keys)
+        service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
+        tls = await apply.ensure_tls(client, owner, spec, owns_data(spec), dt.datetime.now(dt.UTC))
+        children = desired_children(
+            owner,
+            spec,
+            IMAGES,
+            replace(keys, service_api_key=service_key.current),
+            ca_cert=tls.ca_cert,
+        )
     except SpecError as exc:
         bad = Observed(owner.generation, spec.suspend, spec_error=str(exc))
         return "invalid_spec", compute_status(bad, previous, _now())
     await apply.apply_all(client, children)
-    return "applied", compute_status(await _observe(client, owner, spec), previous, _now())
+    observed = replace(await _observe(client, owner, spec), service_key=service_key.status())
+    observed = replace(observed, tls_pending=tls.pending)
+    return "applied", compute_status(observed, previous, _now())
+
+
+async def _ensure_service_key(
+    client: AsyncClient,
+    body: dict[str, Any],
+    owner: Owner,
+    spec: MemoryStoreSpec,
+    keys: Keys,
+    previous: MemoryStoreStatus,
+) -> ServiceKeyState:
+    """Seed, rotate or expire the service key (operator/keys.py); log and post each change."""
+    decision = await apply.ensure_service_key(
+        client,
+        owner,
+        spec.service_key,
+        owns_data(spec),
+        seed=keys.service_api_key,
+        known_generation=previous.service_key.generation if previous.service_key else None,
+        now=dt.datetime.now(dt.UTC),
+    )
+    store = f"{owner.namespace}/{owner.name}"
+    for change, line in zip(decision.changes, describe(store, decision), strict=True):
+        log.info("%s", line)
+        KEY_CHANGES.labels(str(change)).inc()
+        if change is not Change.SEEDED:  # seeding changes nothing an agent or a user sees
+            await _post_event(
+                client, body, f"ServiceKey{change}", line, warning=change is Change.RECREATED
+            )
+    return decision.state
 
 
 async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> Observed:
@@ -106,6 +166,7 @@ async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> 
         generation=owner.generation,
         suspended=spec.suspend,
         vector_store=workloads.get("StatefulSet"),
+        embedded_vector_store=spec.vector_store.embedded is not None,
         external_vector_store=external.url if external else None,
         external_error=await apply.probe_qdrant(external.url) if external else None,
         service=workloads.get("Deployment"),
@@ -113,10 +174,45 @@ async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> 
             client, owner.namespace, names.store_selector(owner.name)
         ),
         missing_secrets=await apply.missing_secrets(client, owner.namespace, secret_refs(spec)),
-        endpoint=names.memory_endpoint(owner.name, owner.namespace),
+        endpoint=names.memory_endpoint(owner.name, owner.namespace, tls=spec.tls.enabled),
         client_config_map=names.client_config_map_name(owner.name),
         client_secret=names.client_secret_name(owner.name),
+        agent_pod_label=f"{names.CLIENT_POD_LABEL}={owner.name}",
+        shared_agent_pods=await _shared_agent_pods(client, owner, spec),
     )
+
+
+async def _shared_agent_pods(
+    client: AsyncClient, owner: Owner, spec: MemoryStoreSpec
+) -> str | None:
+    """Why another store of the namespace would admit this store's agent pods, or None."""
+    others: dict[str, MemoryStoreSpec] = {}
+    try:
+        async for item in client.list(MemoryStoreResource, namespace=owner.namespace):
+            body = item.to_dict()
+            if body["metadata"]["name"] == owner.name:
+                continue
+            with contextlib.suppress(ValidationError):  # its own status reports a bad spec
+                others[body["metadata"]["name"]] = MemoryStoreSpec.model_validate(
+                    body.get("spec") or {}
+                )
+    except ApiError as exc:
+        log.warning("cannot list MemoryStores in %s: %s", owner.namespace, exc.status.message)
+        return None
+    found = isolation.overlaps(owner.name, spec, others)
+    return isolation.overlap_message(owner.name, found) if found else None
+
+
+def _newly_shared(previous: dict[str, Any], status: MemoryStoreStatus) -> bool:
+    """The AgentPodsIsolated condition has just turned False (one Event, not one per resync)."""
+    now = next((c for c in status.conditions if c.type == AGENT_PODS_ISOLATED), None)
+    if now is None or now.status != "False":
+        return False
+    before = next(
+        (c for c in previous.get("conditions") or [] if c.get("type") == AGENT_PODS_ISOLATED),
+        None,
+    )
+    return before is None or before.get("status") != "False"
 
 
 def secret_refs(spec: MemoryStoreSpec) -> dict[str, tuple[str, str]]:
@@ -133,8 +229,15 @@ def secret_refs(spec: MemoryStoreSpec) -> dict[str, tuple[str, str]]:
 
 async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreStatus) -> None:
     """A Kubernetes Event on each phase change, with the Ready condition's reason/message."""
-    meta = body["metadata"]
     ready = next((c for c in status.conditions if c.type == "Ready"), None)
+    warning = status.phase in (Phase.FAILED, Phase.DEGRADED)
+    await _post_event(client, body, str(status.phase), ready.message if ready else "", warning)
+
+
+async def _post_event(
+    client: AsyncClient, body: dict[str, Any], reason: str, message: str, warning: bool
+) -> None:
+    meta = body["metadata"]
     now = dt.datetime.now(dt.UTC)
     event = Event(
         metadata=ObjectMeta(generateName=f"{meta['name']}.", namespace=meta["namespace"]),
@@ -145,9 +248,9 @@ async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreS
             namespace=meta["namespace"],
             uid=meta["uid"],
         ),
-        reason=str(status.phase),
-        message=ready.message if ready else "",
-        type="Warning" if status.phase in (Phase.FAILED, Phase.DEGRADED) else "Normal",
+        reason=reason,
+        message=message,
+        type="Warning" if warning else "Normal",
         source=EventSource(component="memorystore-operator"),
         firstTimestamp=now,
         lastTimestamp=now,

@@ -14,3 +14,8 @@ DURATION = Histogram(
     "Time to build, apply and observe one MemoryStore.",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+KEY_CHANGES = Counter(
+    "memorystore_operator_service_key_changes_total",
+    "Service-key changes by kind (Seeded, Rotated, Expired, Recreated); never a key.",
+    ["change"],
+)

@@ -17,12 +17,26 @@ CLIENT = "client"
 KEYS = "keys"
 
 STORE_LABEL = "memorystore.dev/store"
+# The label an agent pod carries to reach one store's memory service (its value: the store).
+CLIENT_POD_LABEL = "memorystore.dev/client"
 CONFIG_CHECKSUM_ANNOTATION = "memorystore.dev/config-checksum"
 
 # Keys inside the generated keys Secret and the client Secret.
 SERVICE_API_KEY = "service-api-key"
 QDRANT_API_KEY = "qdrant-api-key"
 CLIENT_API_KEY = "api-key"
+# Keys inside the service-key Secret (the files the memory service reads) and its annotations.
+CURRENT_SERVICE_KEY = "api-key"
+PREVIOUS_SERVICE_KEY = "previous-api-key"
+SERVICE_KEY_GENERATION_ANNOTATION = "memorystore.dev/service-key-generation"
+PREVIOUS_KEY_VALID_UNTIL_ANNOTATION = "memorystore.dev/previous-key-valid-until"
+
+# Keys inside the TLS Secrets (kubernetes.io/tls and cert-manager's names) and the file
+# the client ConfigMap carries beside client.yaml.
+TLS_CERT = "tls.crt"
+TLS_KEY = "tls.key"
+CA_CERT = "ca.crt"
+CA_KEY = "ca.key"
 
 # Files inside the ConfigMaps.
 SERVICE_CONFIG_FILE = "service.yaml"
@@ -62,6 +76,25 @@ def name_problem(name: str) -> str | None:
 
 def keys_secret_name(store: str) -> str:
     return f"{store}-keys"
+
+
+def service_key_secret_name(store: str) -> str:
+    return f"{store}-service-key"
+
+
+def ca_secret_name(store: str) -> str:
+    """The operator's private CA for this store (never mounted anywhere)."""
+    return f"{store}-ca"
+
+
+def tls_secret_name(store: str) -> str:
+    """The memory service's serving certificate (kubernetes.io/tls)."""
+    return f"{store}-tls"
+
+
+def certificate_name(store: str) -> str:
+    """The cert-manager Certificate, when spec.tls.issuerRef is set."""
+    return f"{store}-tls"
 
 
 def qdrant_statefulset_name(store: str) -> str:
@@ -113,9 +146,21 @@ def qdrant_url(store: str, namespace: str) -> str:
     return f"http://{qdrant_service_name(store)}.{namespace}.svc:{QDRANT_HTTP_PORT}"
 
 
-def memory_endpoint(store: str, namespace: str) -> str:
+def memory_endpoint(store: str, namespace: str, tls: bool = True) -> str:
     """The memory service's URL inside the cluster (status.endpoint, client.yaml)."""
-    return f"http://{memory_service_name(store)}.{namespace}.svc:{SERVICE_PORT}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{memory_service_name(store)}.{namespace}.svc:{SERVICE_PORT}"
+
+
+def memory_dns_names(store: str, namespace: str) -> list[str]:
+    """The names the serving certificate covers: every way a pod may spell the Service."""
+    service = memory_service_name(store)
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
 
 
 def tenant(store: str, namespace: str) -> str:

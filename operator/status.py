@@ -10,12 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memorystore.spec import Condition, ConditionStatus, MemoryStoreStatus, Phase
+from memorystore.spec import (
+    Condition,
+    ConditionStatus,
+    MemoryStoreStatus,
+    Phase,
+    ServiceKeyStatus,
+)
 
 READY = "Ready"
 SPEC_VALID = "SpecValid"
 VECTOR_STORE_READY = "VectorStoreReady"
 SERVICE_READY = "ServiceReady"
+# False when another store in the namespace would admit the same agent pods (a warning:
+# Ready and the phase do not depend on it).
+AGENT_PODS_ISOLATED = "AgentPodsIsolated"
 
 
 @dataclass(frozen=True)
@@ -32,15 +41,22 @@ class Observed:
     generation: int
     suspended: bool
     spec_error: str | None = None  # a spec the operator cannot realise
-    vector_store: Workload | None = None  # None for an external Qdrant
+    vector_store: Workload | None = None  # None for an external or embedded Qdrant
+    embedded_vector_store: bool = False  # the engine runs inside the memory service
     external_vector_store: str | None = None  # its URL, when external
     external_error: str | None = None  # why the external Qdrant did not answer its readyz
     service: Workload | None = None
     pending_claims: list[str] = field(default_factory=list)  # PVCs not Bound
     missing_secrets: list[str] = field(default_factory=list)  # user secretKeyRefs not found
+    # (reason, message) while the serving certificate's Secret cannot exist yet
+    # (CertManagerMissing, CertificatePending): the pods cannot mount it and start.
+    tls_pending: tuple[str, str] | None = None
     endpoint: str | None = None
     client_config_map: str | None = None
     client_secret: str | None = None
+    agent_pod_label: str | None = None
+    shared_agent_pods: str | None = None  # why another store admits the same pods, if one does
+    service_key: ServiceKeyStatus | None = None  # generation and grace deadline, never a key
 
 
 def workload_state(workload: Workload) -> tuple[bool, str, str]:
@@ -105,6 +121,11 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         return _status(observed, conds, Phase.FAILED)
     conds = set_condition(conds, SPEC_VALID, ConditionStatus.TRUE, "Valid", "", now, gen)
 
+    svc_ok, svc_reason, svc_msg = (
+        workload_state(observed.service)
+        if observed.service
+        else (False, "NotFound", "memory service not created yet")
+    )
     if observed.vector_store is None and observed.external_error:
         vs_ok, vs_reason, vs_msg = False, "Unreachable", observed.external_error
     elif observed.vector_store is None:
@@ -112,12 +133,9 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         vs_msg = f"external Qdrant at {observed.external_vector_store}"
     else:
         vs_ok, vs_reason, vs_msg = workload_state(observed.vector_store)
-    svc_ok, svc_reason, svc_msg = (
-        workload_state(observed.service)
-        if observed.service
-        else (False, "NotFound", "memory service not created yet")
-    )
-    if observed.missing_secrets:  # the pods cannot start on a real node, whatever they report
+    if observed.tls_pending:  # no certificate to mount: the pods cannot start either
+        svc_ok, (svc_reason, svc_msg) = False, observed.tls_pending
+    elif observed.missing_secrets:  # the pods cannot start on a real node, whatever they report
         svc_ok, svc_reason = False, "SecretMissing"
         svc_msg = "; ".join(observed.missing_secrets)
     elif observed.pending_claims and not svc_ok:
@@ -126,8 +144,33 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             f"waiting for PersistentVolumeClaim {', '.join(observed.pending_claims)} "
             "to be bound (is there a default StorageClass?)"
         )
+    if observed.embedded_vector_store:
+        # In the service's process: ready with its pod, whose /readyz queries the engine.
+        vs_ok, vs_reason, vs_msg = svc_ok, "Embedded", "embedded in the memory service"
+        if not svc_ok:
+            vs_reason, vs_msg = "ServiceNotReady", f"{vs_msg}, which is not ready: {svc_msg}"
     conds = set_condition(conds, VECTOR_STORE_READY, _flag(vs_ok), vs_reason, vs_msg, now, gen)
     conds = set_condition(conds, SERVICE_READY, _flag(svc_ok), svc_reason, svc_msg, now, gen)
+    if observed.shared_agent_pods:
+        conds = set_condition(
+            conds,
+            AGENT_PODS_ISOLATED,
+            ConditionStatus.FALSE,
+            "SharedAgentPods",
+            observed.shared_agent_pods,
+            now,
+            gen,
+        )
+    else:
+        conds = set_condition(
+            conds,
+            AGENT_PODS_ISOLATED,
+            ConditionStatus.TRUE,
+            "Isolated",
+            "no other store in the namespace admits the same agent pods",
+            now,
+            gen,
+        )
 
     if observed.suspended:
         conds = set_condition(
@@ -152,15 +195,23 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             gen,
         )
         return _status(observed, conds, Phase.READY)
-    blocking = svc_msg if vs_ok else vs_msg
-    reason = svc_reason if vs_ok else vs_reason
+    # An embedded engine waits on the service: Ready names the service's reason.
+    own = vs_ok or observed.embedded_vector_store
+    blocking = svc_msg if own else vs_msg
+    reason = svc_reason if own else vs_reason
     conds = set_condition(conds, READY, ConditionStatus.FALSE, reason, blocking, now, gen)
     was_ready = previous.phase in (Phase.READY, Phase.DEGRADED)
     return _status(observed, conds, Phase.DEGRADED if was_ready else Phase.PENDING)
 
 
 def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryStoreStatus:
-    order = {READY: 0, SPEC_VALID: 1, VECTOR_STORE_READY: 2, SERVICE_READY: 3}
+    order = {
+        READY: 0,
+        SPEC_VALID: 1,
+        VECTOR_STORE_READY: 2,
+        SERVICE_READY: 3,
+        AGENT_PODS_ISOLATED: 4,
+    }
     return MemoryStoreStatus(
         observed_generation=observed.generation,
         phase=phase,
@@ -168,4 +219,6 @@ def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryS
         endpoint=observed.endpoint,
         client_config_map=observed.client_config_map,
         client_secret=observed.client_secret,
+        agent_pod_label=observed.agent_pod_label,
+        service_key=observed.service_key,
     )

@@ -6,20 +6,28 @@ Handlers only parse, authorise and translate errors; the work is in `engine.Memo
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import AfterValidator, BaseModel
 
 from memorystore.config import ServiceConfig
 from memorystore.recall import pack
-from memorystore.service.engine import MemoryEngine, NotFound, Scope
+from memorystore.service.auth import KeyRing
+from memorystore.service.engine import (
+    ID_PATTERN,
+    MAX_ID_CHARS,
+    MemoryEngine,
+    NotFound,
+    Scope,
+    id_problem,
+)
 from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
 from memorystore.service.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
 from memorystore.service.schemas import (
@@ -29,6 +37,7 @@ from memorystore.service.schemas import (
     ScopeError,
     SearchRequest,
     UpdateRequest,
+    check_metadata,
     split_scope,
 )
 
@@ -36,19 +45,70 @@ log = logging.getLogger("memorystore.service")
 ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
 
 
-def query_scope(
-    user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
-) -> Scope:
-    """Entity ids given as query parameters (calls on one memory, delete by entity)."""
-    return Scope(user_id=user_id or None, agent_id=agent_id or None, run_id=run_id or None)
+def _literal_id(value: str | None) -> str | None:
+    problem = None if value is None else id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+_ID_DOC = "An opaque id, matched exactly: no whitespace, control or format characters, and not `*`."
+QueryId = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description=_ID_DOC,
+        json_schema_extra={"pattern": ID_PATTERN},
+    ),
+    AfterValidator(_literal_id),
+]
+
+
+def query_scope(user_id: QueryId = None, agent_id: QueryId = None, run_id: QueryId = None) -> Scope:
+    """Entity ids given as query parameters (calls on one memory, delete by entity).
+
+    A parameter given empty or invalid (`?user_id=`, `?user_id=*`) is refused with 422, never
+    read as absent. None given at all is the empty scope: the calls on one memory accept it
+    (the id is the capability, see MemoryEngine._owned); delete by entity refuses it.
+    """
+    return Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
 
 
 QueryScope = Annotated[Scope, Depends(query_scope)]
 
 
+class Page(BaseModel):
+    """A page of a listing, shaped like the mem0 Platform's (`next`/`previous` are URLs)."""
+
+    count: int
+    next: str | None
+    previous: str | None
+    results: list[dict[str, Any]]
+
+
+class Problem(BaseModel):
+    """Every error body: `detail` names the field or value at fault."""
+
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "description": text}
+    for code, text in (
+        (400, "Bad request: the detail names the field"),
+        (401, "Missing or wrong API key"),
+        (404, "No such memory in this scope"),
+        (413, "Request body over limits.maxRequestBytes"),
+        (422, "Invalid request: the detail names the field"),
+    )
+}
+
+
 def create_app(cfg: ServiceConfig) -> FastAPI:
     """Build the app; opens the store and loads the embedder now, so bad config fails here."""
-    api_key = cfg.api_key.resolve("apiKey").get_secret_value().encode()
+    keyring = KeyRing(cfg.api_key, cfg.previous_api_key)  # re-reads rotated key files
     engine = MemoryEngine(cfg)
     idem = IdempotencyStore(cfg.path_in_data_dir(None, "idempotency.db"))
     metrics = Metrics(engine.count)
@@ -61,26 +121,28 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         idem.close()
         engine.close()
 
+    docs = cfg.api_docs  # off by default: the schema maps the API for anyone who can reach it
     app = FastAPI(
         title="MemoryStore memory service",
         summary=f"Long-term memory for tenant {cfg.tenant}",
         lifespan=lifespan,
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
     app.add_middleware(BodyLimitMiddleware, limit=limits.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     def authorise(authorization: Annotated[str | None, Header()] = None) -> None:
         scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() not in ("token", "bearer") or not hmac.compare_digest(
-            token.strip().encode(), api_key
-        ):
+        if scheme.lower() not in ("token", "bearer") or not keyring.check(token.strip()):
             raise HTTPException(
                 401,
                 "missing or wrong API key (send Authorization: Token <key>)",
                 headers={"WWW-Authenticate": "Token"},
             )
 
-    api = APIRouter(dependencies=[Depends(authorise)])
+    api = APIRouter(dependencies=[Depends(authorise)], responses=ERROR_RESPONSES)
 
     def check_texts(texts: list[str], field: str) -> None:
         cap = limits.max_memory_chars
@@ -100,6 +162,12 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         except ScopeError as exc:
             raise HTTPException(400, str(exc)) from None
 
+    def plain_metadata(metadata: dict[str, Any] | None) -> None:
+        try:
+            check_metadata(metadata)
+        except ScopeError as exc:
+            raise HTTPException(400, str(exc)) from None
+
     @api.get("/v1/ping/")
     async def ping() -> dict[str, Any]:
         # mem0's client refuses to start without an org and a project: one tenant is both.
@@ -116,8 +184,11 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             raise HTTPException(422, f"messages: at most {limits.max_messages} per request")
         check_texts([m.content for m in body.messages], "messages.content")
         scope, _ = scoped(body, None)
+        plain_metadata(body.metadata)
 
         async def run() -> tuple[int, Any]:
+            if body.infer and not body.raw_fallback and not engine.infer_available:
+                return 200, {"results": [], "skipped": "no extraction model is configured"}
             results = await engine.add(
                 [m.model_dump(exclude_none=True) for m in body.messages],
                 scope,
@@ -174,8 +245,14 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         request: Request,
         page: Annotated[int, Query(ge=1)] = 1,
         page_size: Annotated[int, Query(ge=1)] = 100,
-    ) -> dict[str, Any]:
+    ) -> Page:
         check_k(page_size, "page_size")
+        if page * page_size > limits.max_list_window:
+            raise HTTPException(
+                422,
+                f"page: page × page_size may not exceed limits.maxListWindow "
+                f"({limits.max_list_window}); narrow the filters instead",
+            )
         scope, _ = scoped(body, body.filters)
         total, rows = await engine.list(scope, page, page_size)
 
@@ -184,7 +261,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
                 return None
             return str(request.url.include_query_params(page=p, page_size=page_size))
 
-        return {"count": total, "next": link(page + 1), "previous": link(page - 1), "results": rows}
+        return Page(count=total, next=link(page + 1), previous=link(page - 1), results=rows)
 
     @api.get("/v1/memories/{memory_id}/")
     async def get_one(memory_id: str, scope: QueryScope) -> dict[str, Any]:
@@ -196,6 +273,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             raise HTTPException(422, "give `text` or `metadata` to update")
         if body.text is not None:
             check_texts([body.text], "text")
+        plain_metadata(body.metadata)
         return await engine.update(memory_id, scope, body.text, body.metadata)
 
     @api.delete("/v1/memories/{memory_id}/")
@@ -215,11 +293,36 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         return await engine.history(memory_id, scope)
 
     @api.get("/v1/entities/")
-    async def entities() -> dict[str, Any]:
-        return {"results": await engine.entities()}
+    async def entities(
+        request: Request,
+        page: Annotated[int, Query(ge=1)] = 1,
+        page_size: Annotated[int, Query(ge=1)] = 100,
+    ) -> Page:
+        """Users, agents and runs with their memory counts, a page at a time."""
+        check_k(page_size, "page_size")
+        total, rows = await engine.entities(page, page_size)
+
+        def link(p: int) -> str | None:
+            if p < 1 or (p - 1) * page_size >= total:
+                return None
+            return str(request.url.include_query_params(page=p, page_size=page_size))
+
+        return Page(count=total, next=link(page + 1), previous=link(page - 1), results=rows)
 
     @api.delete("/v2/entities/{entity_type}/{name}/")
-    async def delete_entity(entity_type: str, name: str) -> dict[str, Any]:
+    async def delete_entity(
+        entity_type: str,
+        name: Annotated[
+            str,
+            Path(
+                max_length=MAX_ID_CHARS,
+                description=_ID_DOC,
+                json_schema_extra={"pattern": ID_PATTERN},
+            ),
+            AfterValidator(_literal_id),
+        ],
+    ) -> dict[str, Any]:
+        """Delete an entity's memories, with the scope rules: agent or run alone spans no user."""
         key = ENTITY_TYPES.get(entity_type)
         if key is None:
             raise HTTPException(400, f"entity type {entity_type!r} is not one of user, agent, run")
@@ -255,7 +358,9 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]}
             for e in exc.errors()
         ]
-        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors)
+        detail = "; ".join(
+            f"{'.'.join(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in errors
+        )
         return JSONResponse({"detail": detail, "errors": errors}, 422)
 
     @app.exception_handler(ValueError)

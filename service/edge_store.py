@@ -37,6 +37,11 @@ BM25_VECTOR = "bm25"
 # Fields mem0 scopes and deduplicates by; user_id is the tenant, so the engine can co-locate it.
 KEYWORD_INDEX_FIELDS = ("user_id", "agent_id", "run_id", "actor_id", "hash")
 TENANT_FIELD = "user_id"
+# The ids that scope a memory. They are matched literally (no '*' wildcard, no operators),
+# only at the top level of a filter, and a filter naming an agent or run but no user matches
+# only memories without a user_id (see confined_to_no_user).
+IDENTITY_KEYS = ("user_id", "agent_id", "run_id")
+OWNER_KEY = "user_id"
 SUPPORTED_OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "icontains")
 
 _RANGE_OPERATORS = frozenset({"gt", "gte", "lt", "lte"})
@@ -239,6 +244,11 @@ class EdgeVectorStore(VectorStoreBase):
         """Exact number of points matching the filters."""
         return self._open().count(qe.CountRequest(exact=True, filter=_create_filter(filters)))
 
+    def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
+        """Points per distinct value of a keyword-indexed field, read from its index."""
+        hits = self._open().facet(qe.FacetRequest(key, limit=limit, exact=True))
+        return {hit.value: hit.count for hit in hits}
+
     # --- internals -------------------------------------------------------------------------
 
     def _open(self) -> qe.EdgeShard:
@@ -325,8 +335,54 @@ def _output(point: qe.ScoredPoint | qe.Record) -> OutputData:
 # --- mem0 filter dict -> qdrant_edge.Filter (mirrors mem0 Qdrant._create_filter) ---------------
 
 
+def confined_to_no_user(filters: dict[str, Any]) -> bool:
+    """Whether a filter names an agent or run but no user: it then matches only user-less memories.
+
+    The service's rule that an agent- or run-only scope never spans users, kept in the stores
+    so that every path obeys it, mem0's own included (its get_all, search, delete_all and
+    extraction all reach the store with a plain dict, which cannot say "field is empty").
+    """
+    return OWNER_KEY not in filters and any(key in filters for key in IDENTITY_KEYS)
+
+
+def literal_id(key: str, value: Any) -> str:
+    """An identity filter's value, which must be one literal id; anything else is refused."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"Filter on '{key}' must be one literal id (a non-empty string)")
+    return value
+
+
+def refuse_nested_identity(filters: dict[str, Any]) -> None:
+    """Identity keys inside AND/OR/NOT could widen a scope (NOT above all): refuse them."""
+    for key, value in filters.items():
+        group = _LOGICAL_ALIASES.get(key, key)
+        if group not in ("AND", "OR", "NOT") or not isinstance(value, list):
+            continue
+        for sub in value:
+            if isinstance(sub, dict):
+                for name in sub:
+                    if name in IDENTITY_KEYS:
+                        raise ValueError(f"Filter on '{name}' is only accepted at the top level")
+                refuse_nested_identity(sub)
+
+
 def _create_filter(filters: dict[str, Any] | None) -> qe.Filter | None:
-    """Translate mem0's filter dict; None when nothing constrains the result."""
+    """Translate mem0's filter dict; None when nothing constrains the result.
+
+    On top of mem0's semantics: identity keys are literal and top-level only, and a filter
+    that names an agent or run but no user also requires user_id to be empty.
+    """
+    if not filters:
+        return None
+    refuse_nested_identity(filters)
+    built = _translate(filters)
+    if not confined_to_no_user(filters):
+        return built
+    empty = qe.IsEmptyCondition(OWNER_KEY)
+    return qe.Filter(must=[empty] if built is None else [built, empty])
+
+
+def _translate(filters: dict[str, Any]) -> qe.Filter | None:
     if not filters:
         return None
     # mem0 passes both OR/NOT and their $-renamed copies; the first spelling wins.
@@ -350,7 +406,7 @@ def _create_filter(filters: dict[str, Any] | None) -> qe.Filter | None:
                         f"{key} filter list item at index {i} must be a dict, "
                         f"got {type(item).__name__}: {item!r}"
                     )
-            groups[key].extend(sub for sub in map(_create_filter, value) if sub is not None)
+            groups[key].extend(sub for sub in map(_translate, value) if sub is not None)
         else:
             condition = _field_condition(key, value)
             if condition is not None:
@@ -362,7 +418,13 @@ def _create_filter(filters: dict[str, Any] | None) -> qe.Filter | None:
 
 
 def _field_condition(key: str, value: Any) -> qe.FieldCondition | None:
-    """One field's condition; None for the '*' wildcard, which mem0 treats as no constraint."""
+    """One field's condition; None for the '*' wildcard, which mem0 treats as no constraint.
+
+    The wildcard is kept for metadata fields (mem0's documented filter language); an identity
+    key's value is always a literal, so '*' there matches only the id '*'.
+    """
+    if key in IDENTITY_KEYS:
+        return _match(key, qe.MatchValue, literal_id(key, value))
     try:
         return _build_field_condition(key, value)
     except TypeError as exc:  # The engine's constructors reject ill-typed values this way.

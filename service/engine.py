@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import unicodedata
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -31,9 +32,24 @@ from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
 from mem0.vector_stores.configs import VectorStoreConfig
 from mem0.vector_stores.qdrant import Qdrant
 from pydantic import BaseModel
-from qdrant_client.models import Filter, HasIdCondition, SparseVector
+from qdrant_client.models import (
+    FieldCondition,
+    Filter,
+    HasIdCondition,
+    IsEmptyCondition,
+    MatchValue,
+    PayloadField,
+    SparseVector,
+)
 
 from memorystore.config import ServiceConfig
+from memorystore.service.edge_store import (
+    IDENTITY_KEYS,
+    OWNER_KEY,
+    confined_to_no_user,
+    literal_id,
+    refuse_nested_identity,
+)
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.keyed_locks import KeyedLocks
 from memorystore.service.retrieval import PREV_KEY, Hit, fuse, index_texts, line
@@ -45,7 +61,14 @@ log = logging.getLogger(__name__)
 logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
-ENTITY_KEYS = ("user_id", "agent_id", "run_id")
+ENTITY_KEYS = IDENTITY_KEYS
+MAX_ID_CHARS = 256
+# The grammar as a JSON-schema pattern, for the OpenAPI document and generators (not enforced:
+# id_problem is, and also refuses format and surrogate characters, which no portable regex
+# names): no whitespace or control character, and not `*` alone.
+ID_PATTERN = r"^(?:[^*\s\x00-\x1f\x7f-\x9f]|[^\s\x00-\x1f\x7f-\x9f]{2,})$"
+# characters no id may contain: invisible (control, format) or not storable (lone surrogates)
+_REFUSED_CATEGORIES = {"Cc": "a control", "Cf": "a format", "Cs": "a surrogate"}
 CHAIN_SCOPES = 10_000  # scopes whose last memory is remembered for context and prev_id
 EDGE_PROVIDER = "memorystore-edge"
 SERVER_PROVIDER = "memorystore-qdrant"
@@ -86,6 +109,29 @@ class ServerQdrant(Qdrant):
     encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
     embedded store is used instead, so hybrid retrieval works the same on both.
     """
+
+    def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
+        if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
+            return FieldCondition(key=key, match=MatchValue(value=literal_id(key, value)))
+        return super()._build_field_condition(key, value)
+
+    def _create_filter(self, filters: dict[str, Any]) -> Filter | None:
+        """mem0's translation with the embedded store's identity rules (edge_store._create_filter).
+
+        mem0 recurses through this method for AND/OR/NOT items; identity keys were refused
+        there by the top-level call, so the confinement below applies to the top level only.
+        """
+        if filters:
+            refuse_nested_identity(filters)
+        built = super()._create_filter(filters)
+        if not filters or not confined_to_no_user(filters):
+            return built
+        empty = IsEmptyCondition(is_empty=PayloadField(key=OWNER_KEY))
+        return Filter(must=[empty] if built is None else [built, empty])
+
+    def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
+        hits = self.client.facet(self.collection_name, key=key, limit=limit, exact=True).hits
+        return {hit.value: hit.count for hit in hits}
 
     def _get_bm25_encoder(self) -> Any:
         if self._bm25_encoder is None:
@@ -233,6 +279,9 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
 # payload keys mem0 keeps out of a memory's `metadata` (as in its own search results)
 _CORE_KEYS = {"data", "hash", "created_at", "updated_at", "text_lemmatized", PREV_KEY}
 _PROMOTED_KEYS = ("user_id", "agent_id", "run_id", "actor_id", "role", "attributed_to")
+# what a request's metadata may not set: the scope, and every key the service or mem0 writes
+# or promotes into a memory's top level (so metadata cannot spoof them)
+RESERVED_METADATA_KEYS = frozenset({*_CORE_KEYS, *_PROMOTED_KEYS, "expiration_date", "id"})
 
 
 def _memory_item(memory_id: str, score: float, payload: dict[str, Any]) -> dict[str, Any]:
@@ -270,22 +319,104 @@ class NotFound(LookupError):
     """An id that does not exist in the caller's scope (404, whether absent or not theirs)."""
 
 
+class InvalidId(ValueError):
+    """An entity id outside the grammar; the message starts with the field's name."""
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def id_problem(value: object) -> str | None:
+    """Why `value` cannot be a user/agent/run id, or None when it can (the one id grammar).
+
+    Ids are opaque and matched exactly everywhere. Refused: non-strings; empty or longer than
+    MAX_ID_CHARS; whitespace anywhere (mem0 trims edges and refuses inner whitespace, so the
+    id would be silently altered); control, format and surrogate characters (invisible, or
+    not storable); and `*`, which mem0's filter language reads as "any value". Everything
+    else, `$ne`, `{`, quotes, `%`, `project:x` or any script, is a literal.
+    """
+    if not isinstance(value, str):
+        return f"must be a string, not {_json_type(value)}"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_ID_CHARS:
+        return f"must be at most {MAX_ID_CHARS} characters, not {len(value)}"
+    if value == "*":
+        return "'*' is not an id: ids are literal, there is no wildcard"
+    for i, char in enumerate(value):
+        if char.isspace():
+            return f"must not contain whitespace (U+{ord(char):04X} at index {i})"
+        kind = _REFUSED_CATEGORIES.get(unicodedata.category(char))
+        if kind:
+            return f"must not contain {kind} character (U+{ord(char):04X} at index {i})"
+    return None
+
+
+def check_id(value: object, field: str) -> str:
+    """`value` if it is a valid id, else InvalidId naming `field`."""
+    problem = id_problem(value)
+    if problem:
+        raise InvalidId(f"{field}: {problem}")
+    assert isinstance(value, str)
+    return value
+
+
 @dataclass(frozen=True)
 class Scope:
-    """The entity ids a request is confined to; at least one is required."""
+    """The entity ids a request is confined to, matched literally; at least one is required.
+
+    With a user_id: that user's memories, narrowed by agent_id/run_id if given (mem0's
+    semantics). Without one: only memories that have no user_id, so an agent- or run-only
+    scope never spans users (the stores apply the same rule to every filter dict, see
+    `edge_store.confined_to_no_user`). Invalid ids are refused here too, whoever checked.
+    """
 
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
 
+    def __post_init__(self) -> None:
+        for key in ENTITY_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                check_id(value, key)
+
     def filters(self) -> dict[str, str]:
-        return {k: v for k, v in self.__dict__.items() if v}
+        return {key: getattr(self, key) for key in ENTITY_KEYS if getattr(self, key) is not None}
 
     def __bool__(self) -> bool:
         return bool(self.filters())
 
     def contains(self, payload: dict[str, Any]) -> bool:
-        return all(payload.get(k) == v for k, v in self.filters().items())
+        """The in-memory twin of the stores' filter: this payload is in this scope."""
+        ids = self.filters()
+        if not ids or any(payload.get(k) != v for k, v in ids.items()):
+            return False
+        return OWNER_KEY in ids or payload.get(OWNER_KEY) in (None, [])
+
+
+def _owner_lock(payload: dict[str, Any]) -> Hashable:
+    """The lock key of the scope a stored memory belongs to (what `add` holds for that scope).
+
+    Memories written before the id grammar may carry ids no Scope accepts; no request can
+    name their scope either, so any distinct key serves.
+    """
+    ids = {key: payload.get(key) for key in ENTITY_KEYS}
+    try:
+        return Scope(**ids)
+    except (InvalidId, TypeError):
+        return ("unscoped", repr(ids))
 
 
 class MemoryEngine:
@@ -460,6 +591,13 @@ class MemoryEngine:
         return total, rows["results"][end - page_size : end]
 
     async def _owned(self, memory_id: str, scope: Scope) -> Any:
+        """The memory if it is in `scope`, else NotFound (absent and not yours look the same).
+
+        An empty scope is allowed here: calls on one memory by its id alone (what
+        `mem0.AsyncMemoryClient.get(id)` sends) stay valid, because a memory id is a random
+        UUID that only the tenant-key holder ever sees, so it is an unguessable capability of
+        that holder. Reads and writes of many memories always need a scope.
+        """
         try:
             uuid.UUID(memory_id)  # mem0 ids are UUIDs; anything else cannot exist
         except ValueError:
@@ -480,15 +618,13 @@ class MemoryEngine:
         self, memory_id: str, scope: Scope, text: str | None, metadata: dict[str, Any] | None
     ) -> dict[str, Any]:
         record = await self._owned(memory_id, scope)
-        owner = Scope(**{k: (record.payload or {}).get(k) for k in ENTITY_KEYS})
-        async with self._locks.hold(owner):
+        async with self._locks.hold(_owner_lock(record.payload or {})):
             await self.memory.update(memory_id, text=text, metadata=metadata)
         return await self.get(memory_id, scope)
 
     async def delete(self, memory_id: str, scope: Scope) -> None:
         record = await self._owned(memory_id, scope)
-        owner = Scope(**{k: (record.payload or {}).get(k) for k in ENTITY_KEYS})
-        async with self._locks.hold(owner):
+        async with self._locks.hold(_owner_lock(record.payload or {})):
             await self.memory.delete(memory_id)
 
     async def delete_all(self, scope: Scope) -> int:
@@ -506,23 +642,28 @@ class MemoryEngine:
             raise NotFound(f"memory {memory_id} not found")
         return rows
 
-    async def entities(self) -> list[dict[str, Any]]:
-        """Every user / agent / run that owns memories, with counts (a full scan; rare call)."""
+    async def entities(self, page: int, page_size: int) -> tuple[int, list[dict[str, Any]]]:
+        """One page of the users / agents / runs that own memories, with counts, by type and name.
+
+        A tenant-wide inventory (every memory carrying the id counts, whatever else it
+        carries), computed from the stores' keyword indexes: no memory is loaded, only the
+        distinct ids.
+        """
+        rows = await asyncio.to_thread(self._entity_rows)
+        start = (page - 1) * page_size
+        return len(rows), rows[start : start + page_size]
+
+    def _entity_rows(self) -> list[dict[str, Any]]:
+        limit = max(int(self.store.count(None)), 1)  # no more distinct ids than memories
         counts: dict[tuple[str, str], int] = {}
-        points = await asyncio.to_thread(self._scan_all)
-        for point in points:
-            payload = point.payload or {}
-            for key in ENTITY_KEYS:
-                if payload.get(key):
-                    name = (key.removesuffix("_id"), payload[key])
-                    counts[name] = counts.get(name, 0) + 1
+        for key in ENTITY_KEYS:
+            for name, n in self.store.facet_counts(key, limit).items():
+                if isinstance(name, str) and name:
+                    counts[(key.removesuffix("_id"), name)] = n
         return [
             {"type": kind, "name": name, "id": name, "total_memories": n}
             for (kind, name), n in sorted(counts.items())
         ]
-
-    def _scan_all(self) -> Iterable[Any]:
-        return self.store.list(filters=None, top_k=1_000_000)[0]
 
     def count(self) -> int:
         return int(self.store.count(None))

@@ -5,6 +5,7 @@ The real server on a real loopback socket, so callers exercise HTTP end to end.
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import threading
 import time
@@ -23,6 +24,7 @@ from memorystore.config import (
     ServiceEmbedder,
     ServiceVectorStore,
 )
+from memorystore.service.tls import RELOAD_SECONDS, CertificateReloader
 
 
 def embedded_config(
@@ -42,12 +44,17 @@ def embedded_config(
     return ServiceConfig(**fields)
 
 
-def wait_until_ready(url: str, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
+def wait_until_ready(
+    url: str,
+    proc: subprocess.Popen[Any],
+    timeout: float = 120,
+    verify: ssl.SSLContext | bool = True,
+) -> None:
     """Poll `url`/readyz until 200; fail early if the process exits."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if httpx.get(f"{url}/readyz").status_code == 200:
+            if httpx.get(f"{url}/readyz", verify=verify).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -59,12 +66,27 @@ def wait_until_ready(url: str, proc: subprocess.Popen[Any], timeout: float = 120
 
 
 class UvicornThread:
-    """Any ASGI app on a loopback port, in a daemon thread; `url` is set once it listens."""
+    """Any ASGI app on a loopback port, in a daemon thread; `url` is set once it listens.
 
-    def __init__(self, app: object, host: str = "127.0.0.1", port: int = 0) -> None:
+    With `ssl_context` it serves HTTPS (`url` starts with https://)."""
+
+    def __init__(
+        self,
+        app: object,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.host = host
+        self.scheme = "https" if ssl_context is not None else "http"
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            ssl_context_factory=(lambda *_: ssl_context) if ssl_context is not None else None,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
@@ -78,7 +100,7 @@ class UvicornThread:
                 raise RuntimeError("server did not start")
             time.sleep(0.01)
         port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://{self.host}:{port}"
+        self.url = f"{self.scheme}://{self.host}:{port}"
         return self
 
     def stop(self) -> None:
@@ -95,12 +117,28 @@ class UvicornThread:
 
 
 class ServiceThread(UvicornThread):
-    """`with ServiceThread(cfg) as svc:` → svc.url, svc.api_key; stopped and closed on exit."""
+    """`with ServiceThread(cfg) as svc:` → svc.url, svc.api_key; stopped and closed on exit.
 
-    def __init__(self, cfg: ServiceConfig) -> None:
+    With `cfg.tls` it serves HTTPS and reloads changed certificate files every
+    `tls_reload_seconds` (`svc.tls`), as `memorystore serve` does."""
+
+    def __init__(self, cfg: ServiceConfig, tls_reload_seconds: float = RELOAD_SECONDS) -> None:
         from memorystore.service.app import create_app
 
         self.cfg = cfg
         self.api_key = cfg.api_key.resolve("apiKey").get_secret_value()
+        self.tls = CertificateReloader(cfg.tls, tls_reload_seconds) if cfg.tls else None
         self.app = create_app(cfg)
-        super().__init__(self.app, cfg.listen.host, cfg.listen.port)
+        context = self.tls.context if self.tls else None
+        super().__init__(self.app, cfg.listen.host, cfg.listen.port, ssl_context=context)
+
+    def __enter__(self) -> Self:
+        super().__enter__()
+        if self.tls is not None:
+            self.tls.start()
+        return self
+
+    def stop(self) -> None:
+        if self.tls is not None:
+            self.tls.stop()
+        super().stop()

@@ -6,17 +6,106 @@ works unchanged. Options that client sends and the service has no use for are ig
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+import unicodedata
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, model_validator
 
-from memorystore.service.engine import ENTITY_KEYS, Scope
+from memorystore.service.engine import (
+    ENTITY_KEYS,
+    ID_PATTERN,
+    MAX_ID_CHARS,
+    RESERVED_METADATA_KEYS,
+    Scope,
+    id_problem,
+)
 
-EntityId = str
+# Deeper JSON is refused: the vector store cannot read back a payload nested past 128 levels
+# (every later read of that scope would fail), and filters are translated recursively.
+MAX_JSON_DEPTH = 32
+
+
+def _entity_id(value: str) -> str:
+    problem = id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+EntityId = Annotated[
+    StrictStr,
+    Field(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="An opaque id, matched exactly: no whitespace, control or format "
+        "characters, and not `*` (there is no wildcard).",
+        json_schema_extra={"pattern": ID_PATTERN},
+    ),
+    AfterValidator(_entity_id),
+]
+
+
+def json_problem(value: Any, path: str, depth: int = 0) -> str | None:
+    """`path: reason` for JSON nested too deep, holding a lone surrogate or NaN, else None.
+
+    A lone surrogate (`"\\ud800"` in JSON) decodes to a str that neither the vector store
+    nor SQLite can store, and NaN/Infinity (which Python's JSON parser accepts) no payload
+    can hold, so both are refused up front, naming the field, instead of failing mid-write.
+    """
+    if depth > MAX_JSON_DEPTH:
+        return f"{path}: nested deeper than {MAX_JSON_DEPTH} levels"
+    if isinstance(value, str):
+        if any(unicodedata.category(c) == "Cs" for c in value):
+            return f"{path}: contains a lone surrogate (not valid Unicode text)"
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return f"{path}: {value} is not a JSON number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            # the path is echoed in the response, which must stay encodable
+            safe = str(key).encode("utf-8", "backslashreplace").decode()
+            where = f"{path}.{safe}" if path else safe
+            problem = json_problem(str(key), where) or json_problem(item, where, depth + 1)
+            if problem:
+                return problem
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            problem = json_problem(item, f"{path}[{i}]", depth + 1)
+            if problem:
+                return problem
+    return None
+
+
+_CONDITIONS = {"type": "array", "items": {"type": "object"}}
+_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": ID_PATTERN}
+Filters = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="mem0's filter language. user_id, agent_id and run_id: plain strings at "
+        "the top level or one-key items of a top-level AND; every other key filters metadata "
+        "(a value, or an operator object: eq, ne, in, nin, gt, gte, lt, lte, contains, "
+        "icontains; `*` matches any value); AND, OR and NOT take lists of such objects.",
+        json_schema_extra={
+            "properties": {
+                **{key: _ID_SCHEMA for key in ENTITY_KEYS},
+                **{key: _CONDITIONS for key in ("AND", "OR", "NOT")},
+            }
+        },
+    ),
+]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        problem = json_problem(data, "")
+        if problem:
+            raise ValueError(problem)
+        return data
 
 
 class Message(BaseModel):
@@ -27,26 +116,32 @@ class Message(BaseModel):
 
 
 class _Scoped(_Body):
-    user_id: EntityId | None = Field(None, min_length=1, max_length=256)
-    agent_id: EntityId | None = Field(None, min_length=1, max_length=256)
-    run_id: EntityId | None = Field(None, min_length=1, max_length=256)
+    user_id: EntityId | None = None
+    agent_id: EntityId | None = None
+    run_id: EntityId | None = None
 
 
 class AddRequest(_Scoped):
     messages: list[Message] = Field(min_length=1)
     metadata: dict[str, Any] | None = None
     infer: bool = True
+    raw_fallback: bool = Field(
+        True,
+        description="With `infer` and no extraction model configured: store the messages as "
+        "written (true, mem0's behaviour) or store nothing (false; project-scope write-back "
+        "never stores raw turns).",
+    )
 
 
 class SearchRequest(_Scoped):
     query: str = Field(min_length=1)
-    filters: dict[str, Any] | None = None
+    filters: Filters = None
     top_k: int = Field(10, ge=1)
     threshold: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class ListRequest(_Scoped):
-    filters: dict[str, Any] | None = None
+    filters: Filters = None
 
 
 class UpdateRequest(_Body):
@@ -56,7 +151,7 @@ class UpdateRequest(_Body):
 
 class RecallRequest(_Scoped):
     query: str = Field(min_length=1)
-    filters: dict[str, Any] | None = None
+    filters: Filters = None
     top_k: int | None = Field(None, ge=1)
     threshold: float | None = Field(None, ge=0.0, le=1.0)
     token_budget: int | None = Field(None, ge=0)
@@ -64,44 +159,87 @@ class RecallRequest(_Scoped):
 
 
 class ScopeError(ValueError):
-    pass
+    """A request whose scope cannot be read; the message starts with the field's path."""
+
+
+# mem0's logical operators and their $-spellings; mem0's own search assumes their items are
+# objects (it raised AttributeError, a 500, on `{"AND": [1]}`), so the shape is checked here
+_LOGICAL_KEYS = ("AND", "OR", "NOT", "$and", "$or", "$not")
+_IDENTITY_ELSEWHERE = (
+    "user_id, agent_id and run_id are accepted only as plain strings at the top level of "
+    "filters or as one-key items of a top-level AND list"
+)
+
+
+def _refuse_identity_keys(value: Any, path: str) -> None:
+    """Identity keys nested anywhere (OR, NOT, operators, multi-key AND items) are refused."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ENTITY_KEYS:
+                raise ScopeError(f"{path}.{key}: {_IDENTITY_ELSEWHERE}")
+            _refuse_identity_keys(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_identity_keys(item, f"{path}[{i}]")
 
 
 def split_scope(body: _Scoped, filters: dict[str, Any] | None) -> tuple[Scope, dict[str, Any]]:
     """Entity ids may come top-level (v1) or inside `filters` (v3, also under AND).
 
-    Returns the scope and the remaining (metadata) filters. Conflicting ids are an error,
-    and so is a request with no entity id at all: nothing is ever read or written unscoped.
+    Returns the scope and the remaining (metadata) filters. Ids are literal and checked
+    against the one grammar (engine.id_problem); conflicting ids are an error, and so is a
+    request with no entity id at all: nothing is ever read or written unscoped. Identity
+    keys in any other shape are refused rather than passed on, since inside OR or NOT they
+    would widen the scope.
     """
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}  # key -> (id, where it was given)
 
     def take(key: str, value: Any, where: str) -> None:
-        if not isinstance(value, str) or not value.strip():
-            raise ScopeError(f"{where}.{key} must be a non-empty string")
-        if key in found and found[key] != value:
-            raise ScopeError(f"{key} is given twice with different values")
-        found[key] = value
+        problem = id_problem(value)
+        if problem:
+            raise ScopeError(f"{where}: {problem}")
+        if key in found and found[key][0] != value:
+            raise ScopeError(
+                f"{where}: {key} is given twice with different values (also in {found[key][1]})"
+            )
+        found[key] = (value, where)
 
     for key in ENTITY_KEYS:
-        if getattr(body, key):
-            take(key, getattr(body, key), "body")
+        if getattr(body, key) is not None:
+            take(key, getattr(body, key), key)
     rest: dict[str, Any] = {}
     for key, value in (filters or {}).items():
+        if key in _LOGICAL_KEYS and (
+            not isinstance(value, list) or not all(isinstance(item, dict) for item in value)
+        ):
+            raise ScopeError(f"filters.{key}: must be a list of objects (filter conditions)")
         if key in ENTITY_KEYS:
-            take(key, value, "filters")
+            take(key, value, f"filters.{key}")
         elif key == "AND" and isinstance(value, list):
             kept = []
-            for cond in value:
+            for i, cond in enumerate(value):
                 if isinstance(cond, dict) and len(cond) == 1 and next(iter(cond)) in ENTITY_KEYS:
                     k, v = next(iter(cond.items()))
-                    take(k, v, "filters.AND")
+                    take(k, v, f"filters.AND[{i}].{k}")
                 else:
+                    _refuse_identity_keys(cond, f"filters.AND[{i}]")
                     kept.append(cond)
             if kept:
                 rest["AND"] = kept
         else:
+            _refuse_identity_keys(value, f"filters.{key}")
             rest[key] = value
-    scope = Scope(**found)
+    scope = Scope(**{key: value for key, (value, _) in found.items()})
     if not scope:
         raise ScopeError("a scope is required: give user_id, agent_id or run_id")
     return scope, rest
+
+
+def check_metadata(metadata: dict[str, Any] | None) -> None:
+    """Metadata may not set the scope or what the service writes itself: refused, not dropped."""
+    for key in metadata or {}:
+        if key in RESERVED_METADATA_KEYS:
+            raise ScopeError(
+                f"metadata.{key}: reserved (the scope and the service's own fields cannot be "
+                "set through metadata)"
+            )

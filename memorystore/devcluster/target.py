@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +16,11 @@ from typing import Any
 
 from memorystore.devcluster.build import ensure_tools
 from memorystore.devcluster.cluster import LocalCluster, Log
+from memorystore.devcluster.node import NODE_TOOLS, NodeAddon, RealNode
 
 CLUSTER_TOOLS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
 CLIENT_TOOLS = ["kubectl", "helm"]
+REAL_NODE_TOOLS = list(NODE_TOOLS)
 
 
 @dataclass
@@ -50,6 +53,20 @@ class Kube:
     def apply(self, manifest: str, *args: str) -> subprocess.CompletedProcess[str]:
         return self.kubectl("apply", "-f", "-", *args, input=manifest)
 
+    def wait_established(self, crd: str, timeout: float = 60) -> None:
+        """`kubectl wait --for=condition=Established`, tolerating a CRD whose status has no
+        conditions yet (kubectl then fails at once with an accessor error, not a timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.kubectl(
+                "wait", "--for=condition=Established", f"crd/{crd}", "--timeout=10s", check=False
+            )
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"CRD {crd} not Established: {result.stderr.strip()}")
+            time.sleep(0.2)
+
 
 @contextmanager
 def kube_for_tests(log: Log = print) -> Iterator[Kube]:
@@ -61,4 +78,21 @@ def kube_for_tests(log: Log = print) -> Iterator[Kube]:
         return
     tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS, log=log)
     with LocalCluster(tools, log=log) as cluster:
+        yield Kube(cluster.kubeconfig, tools, cluster)
+
+
+@contextmanager
+def real_node_cluster(
+    log: Log = print,
+    addons: Sequence[NodeAddon] = (),
+    on_stopped: Callable[[], None] | None = None,
+) -> Iterator[Kube]:
+    """A local control plane with a real kubelet node too (root and `make node-deps` needed).
+
+    Always local, even with $KUBECONFIG set: the node joins a control plane this process
+    started. `kube.local.real_node` is the RealNode (its NodeInfo, import_image, …).
+    """
+    tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS + REAL_NODE_TOOLS, log=log)
+    node = RealNode(tools, addons=addons, on_stopped=on_stopped)
+    with LocalCluster(tools, log=log, real_node=node) as cluster:
         yield Kube(cluster.kubeconfig, tools, cluster)

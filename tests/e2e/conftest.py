@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from memorystore.devcluster.target import Kube, kube_for_tests
+from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.operator.process import start_operator, stop_operator
+from support.real_node import RealNodeRun, real_node_run
 
 
 def _log(line: str) -> None:
@@ -36,3 +41,58 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     kube.kubectl("create", "namespace", name)
     yield name
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the real node run last in the session: its session fixture holds the
+    machine-wide host lock until the session ends, and later host-network tests (e.g. the
+    enforcer's integration test) take that lock too."""
+    last = [i for i in items if "real_node" in getattr(i, "fixturenames", ())]
+    if last:
+        items[:] = [i for i in items if i not in last] + last
+
+
+@pytest.fixture(scope="session")
+def real_node() -> Iterator[RealNodeRun]:
+    """A local control plane with a REAL kubelet node (tests/support/real_node.py): separate
+    from `kube` so the simulated-node suite stays fast. Skips without root or the Debian
+    packages (a failure when CI=true); fails at teardown if the host is not restored."""
+    previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+    try:
+        with real_node_run(log=_log) as run:
+            yield run
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture
+def operator_log(tmp_path: Path) -> Iterator[Path]:
+    log = tmp_path / "operator.log"
+    yield log
+    # pytest shows captured output only for a failed test: the operator's last words
+    print(log.read_text()[-5000:] if log.exists() else "(no operator log)")
+
+
+@pytest.fixture
+def run_operator(
+    kube: Kube, namespace: str, operator_log: Path
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """`run_operator(**start_operator options)`: the CRD applied, an operator watching the
+    test's namespace (resync every 2 s); every one started is stopped at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(**options: object) -> subprocess.Popen[bytes]:
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
+        kube.wait_established(CRD_NAME)
+        options.setdefault("resync_seconds", 2)
+        started.append(start_operator(kube.kubeconfig, namespace, operator_log, **options))
+        return started[-1]
+
+    yield run
+    for proc in started:
+        stop_operator(proc)
+
+
+@pytest.fixture
+def operator(run_operator: Callable[..., subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    return run_operator()

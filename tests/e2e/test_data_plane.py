@@ -6,15 +6,19 @@ rendered (read back from the API server), and the AgentScope factory runs with e
 client config and key it rendered (written to a directory, as a volume mount would).
 
 What cannot exist here is substituted, and only that: simulated nodes run no containers,
-so the service runs as a local process on loopback (listen address, endpoint), with its data
-in a temporary directory, and — no Qdrant server binary being obtainable — the embedded
-Qdrant engine instead of the StatefulSet's server.
+so the service runs as a local process on a loopback address (its listen address), with its
+data in a temporary directory, and — no Qdrant server binary being obtainable — the embedded
+Qdrant engine instead of the StatefulSet's server. There is no cluster DNS either: the
+Service's name resolves to that loopback address (`support.cluster_dns`), so agents use the
+rendered https endpoint as is and verify the operator-issued certificate, name included,
+against the CA in the client ConfigMap.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,14 +30,13 @@ import pytest
 import yaml
 from agentscope.message import UserMsg
 
-from memorystore.devcluster.cluster import free_port
 from memorystore.devcluster.target import Kube
 from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.operator import names
-from memorystore.operator.crd import CRD_NAME, CRD_PATH
-from memorystore.operator.process import start_operator, stop_operator
 from memorystore.service.runner import wait_until_ready
 from support.agent_memory import agent_for, hints
+from support.cluster_dns import cluster_dns, loopback_address
+from support.secret_mount import sync_secret
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,23 +45,13 @@ PREFERENCE = "Please make my charts in dark mode by default."
 REQUEST = "Draw me a bar chart of monthly sales."
 
 
-@pytest.fixture
-def operator(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[None]:
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
-    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    log = tmp_path / "operator.log"
-    proc = start_operator(kube.kubeconfig, namespace, log, resync_seconds=2)
-    yield
-    stop_operator(proc)
-    print(log.read_text()[-3000:] if log.exists() else "(no operator log)")
-
-
 @dataclass
 class Tenant:
     store: str
-    url: str
+    url: str  # the rendered in-cluster endpoint (https)
     client_config: Path
     proc: subprocess.Popen[bytes]
+    verify: ssl.SSLContext  # trusts the store's CA (the client ConfigMap's ca.crt) only
 
 
 def ready_store(kube: Kube, namespace: str, store: str, spec: str = "{}") -> dict:
@@ -84,25 +77,35 @@ def secret_value(kube: Kube, namespace: str, name: str, key: str) -> str:
 @pytest.fixture
 def start_tenant(kube: Kube, namespace: str, tmp_path: Path) -> Iterator:
     procs: list[subprocess.Popen[bytes]] = []
+    dns: dict[str, str] = {}  # Service host -> the loopback address its service listens on
 
     def start(store: str) -> Tenant:
         root = tmp_path / store
         (root / "data").mkdir(parents=True)
-        # the service: the rendered ConfigMap, the key from the keys Secret (the pod's env)
+        # the service: the rendered ConfigMap, its keys from the service-key Secret's mount
         cm = kube.get("configmap", names.memory_config_map_name(store), "-n", namespace)
         service = yaml.safe_load(cm["data"][names.SERVICE_CONFIG_FILE])
-        port = free_port()
-        service["listen"] = {"host": "127.0.0.1", "port": port}
+        address = loopback_address(names.SERVICE_PORT)
+        service["listen"] = {"host": address, "port": names.SERVICE_PORT}
+        dns[f"{names.memory_service_name(store)}.{namespace}.svc"] = address
         service["dataDir"] = str(root / "data")
         service["history"] = {"path": str(root / "data" / "history.db")}
         service["vectorStore"] = {
             "embedded": {},
             "collection": service["vectorStore"]["collection"],
         }
+        key_dir = root / "service-key"
+        sync_secret(kube, namespace, names.service_key_secret_name(store), key_dir)
+        for field in ("apiKey", "previousApiKey"):  # same file names, in the local mount
+            service[field]["file"] = str(key_dir / Path(service[field]["file"]).name)
+        # the serving certificate the operator issued: the <store>-tls Secret's mount
+        tls_dir = root / "tls"
+        sync_secret(kube, namespace, names.tls_secret_name(store), tls_dir)
+        for field in ("certFile", "keyFile"):
+            service["tls"][field] = str(tls_dir / Path(service["tls"][field]).name)
         config = root / "service.yaml"
         config.write_text(yaml.safe_dump(service))
-        key = secret_value(kube, namespace, names.keys_secret_name(store), names.SERVICE_API_KEY)
-        env = {**os.environ, "MEMORYSTORE_API_KEY": key}
+        env = dict(os.environ)
         log = (root / "service.log").open("w")
         proc = subprocess.Popen(
             [sys.executable, "-m", "memorystore", "serve", "--config", str(config)],
@@ -111,25 +114,29 @@ def start_tenant(kube: Kube, namespace: str, tmp_path: Path) -> Iterator:
             stderr=subprocess.STDOUT,
         )
         procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        wait_until_ready(url, proc)
         # the agent pod's mounts: the client ConfigMap and the client Secret, as files
         mount = root / "agent"
         mount.mkdir()
+        ccm = kube.get("configmap", names.client_config_map_name(store), "-n", namespace)
+        (mount / names.CA_CERT).write_text(ccm["data"][names.CA_CERT])
+        verify = ssl.create_default_context(cafile=str(mount / names.CA_CERT))
+        url = names.memory_endpoint(store, namespace)
+        wait_until_ready(url, proc, verify=verify)
         client_key = secret_value(
             kube, namespace, names.client_secret_name(store), names.CLIENT_API_KEY
         )
         (mount / names.CLIENT_API_KEY).write_text(client_key)
-        ccm = kube.get("configmap", names.client_config_map_name(store), "-n", namespace)
         client = yaml.safe_load(ccm["data"][names.CLIENT_CONFIG_FILE])
-        assert client["endpoint"] == names.memory_endpoint(store, namespace)
-        client["endpoint"] = url
+        assert client["endpoint"] == url and url.startswith("https://")
+        assert client["tls"] == {"caFile": "/etc/memorystore/client/ca.crt"}
+        client["tls"]["caFile"] = str(mount / names.CA_CERT)  # the same file, mounted here
         client["apiKey"] = {"file": str(mount / names.CLIENT_API_KEY)}
         path = mount / names.CLIENT_CONFIG_FILE
         path.write_text(yaml.safe_dump(client))
-        return Tenant(store, url, path, proc)
+        return Tenant(store, url, path, proc, verify)
 
-    yield start
+    with cluster_dns(dns):
+        yield start
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=30)
@@ -219,11 +226,16 @@ async def test_two_tenants_get_separate_keys_services_and_policies_and_cannot_cr
         f"{beta.url}/v3/memories/search/",
         json={"query": "charts", "filters": {"user_id": "alice"}},
         headers={"Authorization": f"Token {keys['alpha']}"},
+        verify=beta.verify,
     )
     assert response.status_code == 401
     listed = httpx.post(
         f"{beta.url}/v3/memories/",
         json={"filters": {"user_id": "alice"}},
         headers={"Authorization": f"Token {keys['beta']}"},
+        verify=beta.verify,
     )
     assert listed.json()["results"] == []
+    # a CA per store: what alpha's agents trust does not vouch for beta's service
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(f"{beta.url}/v1/ping/", verify=alpha.verify)

@@ -89,7 +89,7 @@ def test_helm_install_apply_the_example_upgrade_and_uninstall(
     )
     next_step = f"kubectl apply -n {namespace} -f examples/memorystore.yaml"
     assert next_step in install.stdout, "NOTES tells the next step"
-    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    kube.wait_established(CRD_NAME)
     deployment = kube.get("deployment", RELEASE, "-n", system_namespace)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["args"][:2] == ["operator", f"--namespace={namespace}"]

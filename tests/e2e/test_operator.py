@@ -7,35 +7,18 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from memorystore.devcluster.cluster import free_port
 from memorystore.devcluster.target import Kube
 from memorystore.operator import names
-from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.operator.crd import CRD_PATH
 from memorystore.operator.process import start_operator, stop_operator
 from support.waiting import wait_for
-
-
-@pytest.fixture
-def operator_log(tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "operator.log"
-    yield log
-    # pytest shows captured output only for a failed test: the operator's last words
-    print(log.read_text()[-5000:] if log.exists() else "(no operator log)")
-
-
-@pytest.fixture
-def operator(kube: Kube, namespace: str, operator_log: Path) -> Iterator[subprocess.Popen]:
-    kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
-    kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    proc = start_operator(kube.kubeconfig, namespace, operator_log, resync_seconds=2)
-    yield proc
-    stop_operator(proc)
 
 
 def status(kube: Kube, namespace: str, name: str) -> dict:
@@ -66,7 +49,9 @@ def test_a_memorystore_becomes_ready_repairs_drift_rolls_on_update_and_retains_d
         "SpecValid": "True",
         "VectorStoreReady": "True",
         "ServiceReady": "True",
+        "AgentPodsIsolated": "True",
     }
+    assert ready["agentPodLabel"] == "memorystore.dev/client=demo"
     client_cm = kube.get("configmap", names.client_config_map_name("demo"), "-n", namespace)
     service_key = kube.get("secret", names.keys_secret_name("demo"), "-n", namespace)
     key = base64.b64decode(service_key["data"]["service-api-key"]).decode()
@@ -111,6 +96,7 @@ def test_a_memorystore_becomes_ready_repairs_drift_rolls_on_update_and_retains_d
     )
     kube.kubectl("get", "pvc", names.memory_data_claim_name("demo"), "-n", namespace)
     kube.kubectl("get", "secret", names.keys_secret_name("demo"), "-n", namespace)
+    kube.kubectl("get", "secret", names.service_key_secret_name("demo"), "-n", namespace)
 
 
 def test_an_unrealisable_spec_sets_a_condition_instead_of_children(
@@ -194,6 +180,7 @@ def test_delete_policy_removes_everything_and_no_finalizer_blocks_the_namespace(
     for kind, name in (
         ("pvc", names.memory_data_claim_name("d")),
         ("secret", names.keys_secret_name("d")),
+        ("secret", names.service_key_secret_name("d")),
         ("deployment", names.memory_deployment_name("d")),
     ):
         wait_for(
@@ -239,7 +226,7 @@ def test_operator_bench_smoke():
 def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics_served(
     kube: Kube, namespace: str, operator_log: Path
 ):
-    kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
     metrics_port, live_port = free_port(), free_port()
     proc = start_operator(
         kube.kubeconfig,
@@ -320,3 +307,113 @@ def test_an_unreachable_external_qdrant_is_reported(
         ).returncode
         != 0
     )
+
+
+def test_an_embedded_store_is_ready_as_one_pod_without_qdrant_children(
+    kube: Kube, namespace: str, operator: subprocess.Popen
+):
+    create_store(kube, namespace, "e", "{vectorStore: {embedded: {}}}")
+    wait_for(phase_is(kube, namespace, "e", "Ready"), timeout=120)
+    ready = status(kube, namespace, "e")
+    conditions = {c["type"]: c for c in ready["conditions"]}
+    assert {t: c["status"] for t, c in conditions.items()} == {
+        "Ready": "True",
+        "SpecValid": "True",
+        "VectorStoreReady": "True",
+        "ServiceReady": "True",
+        "AgentPodsIsolated": "True",
+    }
+    vs = conditions["VectorStoreReady"]
+    assert (vs["reason"], vs["message"]) == ("Embedded", "embedded in the memory service")
+
+    # the data plane is the memory service's Deployment alone: no Qdrant object at all
+    found = kube.get("statefulsets,services,networkpolicies,deployments", "-n", namespace)
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in found["items"]) == [
+        ("Deployment", names.memory_deployment_name("e")),
+        ("NetworkPolicy", names.memory_network_policy_name("e")),
+        ("Service", names.memory_service_name("e")),
+    ]
+    deploy = kube.get("deployment", names.memory_deployment_name("e"), "-n", namespace)
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"]["type"] == "Recreate"
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert "QDRANT_API_KEY" not in {e["name"] for e in container["env"]}
+    # the engine's files on the data volume the pod mounts, beside the history
+    cm = kube.get("configmap", names.memory_config_map_name("e"), "-n", namespace)
+    rendered = yaml.safe_load(cm["data"][names.SERVICE_CONFIG_FILE])
+    assert rendered["vectorStore"] == {
+        "collection": "memories",
+        "embedded": {"path": "/data/qdrant"},
+    }
+    assert {"mountPath": "/data", "name": "data"} in container["volumeMounts"]
+    kube.kubectl("get", "pvc", names.memory_data_claim_name("e"), "-n", namespace)
+
+    # the server refuses a second replica, so the operator never builds one
+    refused = kube.kubectl(
+        "patch",
+        "mstore",
+        "e",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"service": {"replicas": 2}}}',
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded" in refused.stderr
+    assert (
+        kube.get("deployment", names.memory_deployment_name("e"), "-n", namespace)["spec"][
+            "replicas"
+        ]
+        == 1
+    )
+
+
+def test_two_stores_admitting_the_same_agent_pods_are_warned_about(
+    kube: Kube, namespace: str, operator: subprocess.Popen
+):
+    """The README's mistake: two tenants in one namespace both admitting `app: agent`."""
+    for name in ("acme", "globex"):
+        kube.apply(
+            "apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+            f"metadata: {{name: {name}}}\n"
+            "spec: {allowedAgentPods: {matchLabels: {app: agent}}}\n",
+            "-n",
+            namespace,
+        )
+
+    def shared(name: str) -> dict | None:
+        conditions = status(kube, namespace, name).get("conditions") or []
+        found = next((c for c in conditions if c["type"] == "AgentPodsIsolated"), None)
+        return found if found and found["status"] == "False" else None
+
+    for name, other in (("acme", "globex"), ("globex", "acme")):
+        condition = wait_for(lambda name=name: shared(name), timeout=60)
+        assert condition["reason"] == "SharedAgentPods"
+        assert other in condition["message"] and "app=agent" in condition["message"]
+        policy = kube.get("networkpolicy", names.memory_network_policy_name(name), "-n", namespace)
+        assert policy["spec"]["ingress"][0]["from"] == [
+            {"podSelector": {"matchLabels": {"memorystore.dev/client": name}}},
+            {"podSelector": {"matchLabels": {"app": "agent"}}},
+        ]
+    events = kube.get("events", "-n", namespace, "--field-selector", "reason=SharedAgentPods")
+    warned = {e["involvedObject"]["name"] for e in events["items"] if e["type"] == "Warning"}
+    assert warned == {"acme", "globex"}
+
+    # An extra selector that does not pin the store label could still match the other
+    # store's agents (a pod labelled for globex that also carries the extra labels), so the
+    # warning clears only once neither store admits more than its own label.
+    for name in ("acme", "globex"):
+        kube.kubectl(
+            "patch",
+            "mstore",
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"spec": {"allowedAgentPods": {"matchLabels": null}}}',
+        )
+    for name in ("acme", "globex"):
+        wait_for(lambda name=name: shared(name) is None, timeout=60)

@@ -43,10 +43,13 @@ def test_extraction_on_stores_extracted_facts_once(tmp_path: Path, monkeypatch):
             assert add(svc, "I live in Hangzhou")["results"] == []
             # nothing extractable: nothing stored
             assert add(svc, "what's the weather?")["results"] == []
+            # raw_fallback false changes nothing when a model is there: its facts are kept
+            kept = add(svc, "I moved to a flat near West Lake", raw_fallback=False)["results"]
+            assert [(r["memory"], r["event"]) for r in kept] == [("Lives near West Lake", "ADD")]
             # infer=false bypasses the model
             raw = add(svc, "store me verbatim", infer=False)["results"]
             assert [r["memory"] for r in raw] == ["store me verbatim"]
-    assert len(calls) == 3
+    assert len(calls) == 4
     assert calls[0]["body"]["model"] == "scripted-1"
     assert calls[0]["auth"] == "Bearer sk-scripted"
 
@@ -60,6 +63,17 @@ def test_extraction_off_without_a_model_stores_text_as_is(tmp_path: Path):
             "I live in Hangzhou and I like dark mode charts"
         ]
         assert result["results"][0]["event"] == "ADD"
+        # raw_fallback false (project-scope write-back): without a model nothing is stored
+        skipped = add(svc, "my password hint is the cat's name", raw_fallback=False)
+        assert skipped == {"results": [], "skipped": "no extraction model is configured"}
+        listed = httpx.post(
+            f"{svc.url}/v3/memories/",
+            json={"user_id": "xu"},
+            headers={"Authorization": f"Token {svc.api_key}"},
+        ).json()
+        assert [m["memory"] for m in listed["results"]] == [
+            "I live in Hangzhou and I like dark mode charts"
+        ]
 
 
 def test_openai_compatible_embedder_through_config(tmp_path: Path, monkeypatch):

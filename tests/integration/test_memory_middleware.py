@@ -222,7 +222,7 @@ async def test_add_memory_keeps_extracted_facts_and_falls_back_to_raw_when_none(
         )
         with ServiceThread(embedded_config(tmp_path / "data", llm=llm)) as svc:
             async with factories(svc.url, key_file(tmp_path, svc.api_key)) as make:
-                factory = make(mode="agent_control")
+                factory = make(mode="agent_control", writePermission="allow")
                 facts = ToolCall(
                     "add_memory",
                     {"thinking": "where they live", "content": ["I moved to Hangzhou."]},

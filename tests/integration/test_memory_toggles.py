@@ -212,13 +212,33 @@ async def test_scope_agent_keeps_each_agents_memory_apart(make_factory, http):
     assert f"- {PREFERENCE}" in await recalled(factory, agent_id="planner", session="s3")
 
 
-async def test_scope_project_shares_the_tenants_memory_between_users(make_factory, http):
-    """project scope: bob recalls what alice said; it is stored under project:<tenant>."""
-    factory = make_factory({"mode": "static_control"}, SCOPE="project")
+async def test_scope_project_never_captures_raw_turns(make_factory, http):
+    """project scope: one user's raw words are never stored where every user recalls them.
+
+    This service has no extraction model, so the write-back asks for extraction only and the
+    service stores nothing; the tenant's memory still reaches every user (added explicitly).
+    """
+    sent = RecordingTransport()
+    factory = make_factory({"mode": "static_control"}, transport=sent, SCOPE="project")
     await chat(factory, PREFERENCE, [ACK], user="alice", session="s1")
-    assert stored(http, user_id="project:acme") == sorted([PREFERENCE, ACK])
+    await factory.drain()
+    (write,) = sent.to(ADD)
+    assert (write.body["infer"], write.body["raw_fallback"]) == (True, False)
+    assert write.body["user_id"] == "project:acme"
+    assert stored(http, user_id="project:acme") == [], "no raw turn in project memory"
     assert stored(http, user_id="alice") == [], "nothing under the user's own id"
+    seed(http, [PREFERENCE], user_id="project:acme")  # what add_memory or extraction stores
     assert f"- {PREFERENCE}" in await recalled(factory, user="bob", session="s2")
+
+
+def test_the_stock_flavor_is_refused_for_project_capture(tmp_path):
+    """AgentScope's Mem0Middleware writes every raw turn: refused at start-up, not at a turn."""
+    path = tmp_path / "client.yaml"
+    path.write_text(config_yaml("http://127.0.0.1:9", key_file(tmp_path, "k"), scope="project"))
+    with pytest.raises(ConfigError, match="scope: project with flavor mem0"):
+        MemoryMiddlewareFactory.from_env(env_for(path), flavor="mem0")
+    tools_only = env_for(path, MODE="agent_control")
+    assert MemoryMiddlewareFactory.from_env(tools_only, flavor="mem0").enabled
 
 
 # --- recall: TOP_K, THRESHOLD, TOKEN_BUDGET -----------------------------------------------
@@ -318,6 +338,16 @@ async def test_write_permission_ask_parks_the_reply(make_factory, http):
     reply, model, agent = await chat(factory, PREFERENCE, [ToolCall("add_memory", SAVE)])
     assert "waiting for your permission" in reply.get_text_content()
     assert len(model.calls) == 1, "the model is not called again until the user answers"
+    (pending,) = agent.state.get_awaiting_tool_calls("assistant")
+    assert pending.name == "add_memory"
+    assert stored(http, user_id="alice") == []
+
+
+async def test_write_permission_defaults_to_ask(make_factory, http):
+    """Neither file nor env says: add_memory asks (a persisted prompt injection needs a human)."""
+    factory = make_factory({"mode": "agent_control"})
+    reply, _, agent = await chat(factory, PREFERENCE, [ToolCall("add_memory", SAVE)])
+    assert "waiting for your permission" in reply.get_text_content()
     (pending,) = agent.state.get_awaiting_tool_calls("assistant")
     assert pending.name == "add_memory"
     assert stored(http, user_id="alice") == []

@@ -23,6 +23,7 @@ from memorystore.service.embedders import USEEmbedding
 SCRIPT: dict[str, list[str]] = {
     "dark mode": ["Prefers dark mode for charts"],
     "hangzhou": ["Lives in Hangzhou", "Is based in China"],
+    "west lake": ["Lives near West Lake"],
 }
 
 

@@ -71,6 +71,8 @@ NAMESPACED_RULES: Rules = {
     # warnings as core/v1 Events (settings.posting.level = WARNING).
     ("", "events"): {"create"},
     # apply.ensure_keys: get <store>-keys, create it once, patch its ownerReferences;
+    # apply.ensure_service_key: get <store>-service-key (and <store>-client if it was lost),
+    # create it, merge-patch it on rotation/expiry;
     # apply.missing_secrets: get each Secret a spec names; the client Secret is applied.
     ("", "secrets"): {"get", "create", "patch"},
     # Server-side apply of every child (apply.apply_all): an apply PATCH, which the API
@@ -83,6 +85,10 @@ NAMESPACED_RULES: Rules = {
     # ... plus apply.get_workload (the two workloads' readiness for status).
     ("apps", "deployments"): {"get", "create", "patch"},
     ("apps", "statefulsets"): {"get", "create", "patch"},
+    # apply.ensure_tls (spec.tls.issuerRef): server-side apply of the Certificate; once
+    # issuerRef is gone, get the store's Certificate and delete it (apply._retire_certificate).
+    # The Secrets it reads and writes (<store>-ca, <store>-tls) are covered above.
+    ("cert-manager.io", "certificates"): {"get", "create", "patch", "delete"},
 }
 # Outside any namespace, in both modes: kopf's resource observer lists and watches CRDs to
 # (re)discover MemoryStores when their CRD appears or changes (kopf/_core/reactor/
@@ -105,6 +111,7 @@ CLIENT_VERBS = {
     "create": {"create"},
     "patch": {"patch"},
     "apply": {"create", "patch"},
+    "delete": {"delete"},
 }
 
 

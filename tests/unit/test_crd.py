@@ -243,7 +243,9 @@ def test_every_rule_message_names_the_field_it_guards(schema):
 
 def test_cel_rules(schema):
     assert [r["rule"] for r in rules_at(schema, "spec.vectorStore")] == [
-        "has(self.managed) != has(self.external)"
+        "(has(self.managed) ? 1 : 0) + (has(self.external) ? 1 : 0) "
+        "+ (has(self.embedded) ? 1 : 0) == 1",
+        "has(self.embedded) == has(oldSelf.embedded)",
     ]
     assert [r["rule"] for r in rules_at(schema, "spec.historyDb")] == [
         "has(self.sqlite) != has(self.postgres)"
@@ -257,10 +259,17 @@ def test_cel_rules(schema):
         assert rule["rule"] == "self == oldSelf"
         assert rule["message"].startswith(f"{path} is immutable: ")
         assert "create a new MemoryStore" in rule["message"]
-    [sqlite] = rules_at(schema, "spec")
+    sqlite, embedded, embedded_volume = rules_at(schema, "spec")
     assert sqlite["rule"].endswith("self.service.replicas <= 1")
+    assert "self.vectorStore.embedded" in embedded["rule"]
+    assert embedded["rule"].endswith("self.service.replicas <= 1")
+    assert embedded["fieldPath"] == ".service.replicas"
+    assert embedded_volume["rule"].endswith("has(self.historyDb.sqlite)")
     embedder = " ".join(r["rule"] for r in rules_at(schema, "spec.embedder"))
     for provider in EmbedderProvider:
         assert f"'{provider.value}'" in embedder
     for provider, dims in OFFLINE_EMBEDDER_DIMS.items():
         assert f"'{provider}': {dims}" in embedder
+    [renew] = rules_at(schema, "spec.tls")
+    assert renew["rule"].endswith("self.renewBeforeDays < self.durationDays")
+    assert renew["fieldPath"] == ".renewBeforeDays"

@@ -149,15 +149,18 @@ def people(tmp_path_factory):
         ({"data": {"contains": "hiking"}}, {"ann", "cat"}),
         ({"data": {"icontains": "HIKING boots"}}, {"cat"}),
         ({"AND": [{"team": "red"}, {"age": {"gt": 35}}]}, {"cat"}),
-        ({"$and": [{"user_id": "u1"}, {"team": "blue"}]}, {"ben"}),
+        ({"$and": [{"name": ["ann", "ben"]}, {"team": "blue"}]}, {"ben"}),
         ({"OR": [{"name": "ann"}, {"age": {"lt": 20}}]}, {"ann", "dan"}),
         ({"$or": [{"team": "blue"}, {"team": "green"}]}, {"ben", "dan"}),
         ({"NOT": [{"team": "red"}]}, {"ben", "dan", "eve"}),
-        ({"$not": [{"user_id": "u1"}, {"user_id": "u2"}]}, {"eve"}),
+        ({"$not": [{"team": "red"}, {"age": {"lt": 30}}]}, {"eve"}),
         ({"user_id": "u1", "OR": [{"team": "red"}, {"team": "green"}]}, {"ann"}),
         # mem0 passes OR and its $or copy together; the first spelling wins.
         ({"OR": [{"team": "red"}], "$or": [{"team": "blue"}], "user_id": "u2"}, {"cat"}),
         ({"AND": [{"team": "*"}]}, {"ann", "ben", "cat", "dan", "eve"}),
+        # identity keys are literal: '*' is only the id '*', never "any user"
+        ({"user_id": "*"}, set()),
+        ({"user_id": "*", "team": "*"}, set()),
     ],
 )
 def test_filter_operators(people, filters, expected):
@@ -179,6 +182,14 @@ def test_filter_operators(people, filters, expected):
         ({"score": 1.5}, "Invalid filter value for field 'score'"),
         ({"score": {"gt": "high"}}, "Invalid filter value for field 'score'"),
         ({"created_at": {"gt": "2024-13-45"}}, "Invalid datetime.*'created_at'"),
+        # identity keys: one literal id, at the top level only (inside OR/NOT they widen)
+        ({"user_id": {"ne": "u1"}}, "'user_id' must be one literal id"),
+        ({"user_id": ["u1", "u2"]}, "'user_id' must be one literal id"),
+        ({"user_id": None}, "'user_id' must be one literal id"),
+        ({"agent_id": ""}, "'agent_id' must be one literal id"),
+        ({"$not": [{"user_id": "u1"}]}, "'user_id' is only accepted at the top level"),
+        ({"OR": [{"run_id": "r"}, {"team": "red"}]}, "'run_id' is only accepted at the top level"),
+        ({"AND": [{"NOT": [{"user_id": "u1"}]}]}, "'user_id' is only accepted at the top level"),
     ],
 )
 def test_invalid_filters_raise_value_error_naming_the_field(people, filters, message):
@@ -186,6 +197,37 @@ def test_invalid_filters_raise_value_error_naming_the_field(people, filters, mes
         people.list(filters)
     with pytest.raises(ValueError, match=message):
         people.search("q", [1.0, 0, 0, 0], filters=filters)
+
+
+def test_an_agent_or_run_filter_without_a_user_spans_no_user(open_store):
+    store = open_store(keyword_search=True)
+    rows = {
+        "mine": {"user_id": "alice", "agent_id": "planner", "run_id": "r1", "data": "alice plan"},
+        "theirs": {"user_id": "bob", "agent_id": "planner", "run_id": "r1", "data": "bob plan"},
+        "shared": {"agent_id": "planner", "run_id": "r1", "data": "planner plan"},
+        "null": {"user_id": None, "agent_id": "planner", "data": "null owner plan"},
+    }
+    ids = {name: new_id() for name in rows}
+    store.insert([[1.0, 0, 0, 0]] * 4, list(rows.values()), list(ids.values()))
+    names = {v: k for k, v in ids.items()}
+
+    for scope, expected in [
+        ({"agent_id": "planner"}, {"shared", "null"}),
+        ({"run_id": "r1"}, {"shared"}),
+        ({"agent_id": "planner", "run_id": "r1"}, {"shared"}),
+        ({"agent_id": "planner", "data": {"contains": "plan"}}, {"shared", "null"}),
+        ({"user_id": "alice", "agent_id": "planner"}, {"mine"}),
+        ({"user_id": "bob"}, {"theirs"}),
+    ]:
+        assert {names[p.id] for p in store.list(scope)[0]} == expected, scope
+        assert store.count(scope) == len(expected), scope
+        assert {names[h.id] for h in store.search("q", [1.0, 0, 0, 0], 10, scope)} == expected
+        hits = store.keyword_search("plan", 10, scope) or []
+        assert {names[h.id] for h in hits} == expected, scope
+    # a filter with no identity key at all is not a scope (the engine never sends one)
+    assert store.count({"data": {"contains": "plan"}}) == 4
+    assert store.facet_counts("agent_id", 10) == {"planner": 4}
+    assert store.facet_counts("user_id", 10) == {"alice": 1, "bob": 1}
 
 
 def test_payload_only_update_merges_and_keeps_vector(open_store):

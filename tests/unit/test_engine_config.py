@@ -154,3 +154,39 @@ def test_server_store_keyword_search_and_cosine_work_offline():
     scores = store.cosine([1, 0, 0, 0], IDS, {"user_id": "a"})
     assert scores == pytest.approx({IDS[0]: 1.0, IDS[1]: 0.0})
     store.close()
+
+
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
+def test_server_store_keeps_the_scope_rules():
+    """The server store obeys the embedded store's identity rules (engine.ServerQdrant)."""
+    store = ServerQdrant(
+        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
+    )
+    rows = [
+        {"user_id": "alice", "agent_id": "planner", "data": "alice plan"},
+        {"user_id": "*", "agent_id": "planner", "data": "star plan"},
+        {"agent_id": "planner", "data": "planner plan"},
+    ]
+    store.insert(vectors=[[1, 0, 0, 0]] * 3, ids=IDS, payloads=rows)
+    data = lambda points: {p.payload["data"] for p in points}  # noqa: E731
+
+    # an agent-only filter matches only memories without a user, on every read path
+    assert data(store.list({"agent_id": "planner"})[0]) == {"planner plan"}
+    assert store.count({"agent_id": "planner"}) == 1
+    assert data(store.search("q", [1, 0, 0, 0], 10, {"agent_id": "planner"})) == {"planner plan"}
+    assert data(store.keyword_search("plan", 10, {"agent_id": "planner"})) == {"planner plan"}
+    assert store.cosine([1, 0, 0, 0], IDS, {"agent_id": "planner"}) == {IDS[2]: 1.0}
+    # '*' is a literal id; metadata keys keep mem0's wildcard
+    assert data(store.list({"user_id": "*"})[0]) == {"star plan"}
+    assert store.count({"user_id": "alice", "data": "*"}) == 1
+    for bad, message in [
+        ({"user_id": {"ne": "alice"}}, "'user_id' must be one literal id"),
+        ({"user_id": ["alice", "*"]}, "'user_id' must be one literal id"),
+        ({"agent_id": "planner", "NOT": [{"user_id": "alice"}]}, "only accepted at the top"),
+        ({"user_id": "alice", "OR": [{"user_id": "*"}]}, "only accepted at the top"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            store.count(bad)
+    assert store.facet_counts("agent_id", 10) == {"planner": 3}
+    assert store.facet_counts("user_id", 10) == {"alice": 1, "*": 1}
+    store.close()

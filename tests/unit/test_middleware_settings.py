@@ -29,7 +29,7 @@ def test_mounted_config_with_defaults(tmp_path):
     cfg = load_settings(env_with(tmp_path))
     assert cfg.endpoint == "http://acme-memory.tenants.svc:8765"
     assert cfg.recall.top_k == 8 and cfg.fail_open and cfg.capture and cfg.enabled
-    assert cfg.write_permission == "allow"
+    assert cfg.write_permission == "ask"  # a human confirms add_memory unless told otherwise
 
 
 def test_env_toggles_win_over_the_mounted_config(tmp_path):
@@ -49,8 +49,10 @@ def test_env_toggles_win_over_the_mounted_config(tmp_path):
             MEMORYSTORE_FAIL_OPEN="no",
             MEMORYSTORE_CAPTURE="0",
             MEMORYSTORE_CAPTURE_INFER="true",
+            MEMORYSTORE_VERIFY_TLS="false",
         )
     )
+    assert cfg.tls.verify is False
     assert (cfg.enabled, cfg.mode, cfg.scope) == (False, "agent_control", "agent")
     assert (cfg.recall.top_k, cfg.recall.threshold, cfg.recall.token_budget) == (3, 0.5, 64)
     assert cfg.recall.tool_token_budget == 128 and cfg.tool_result_max_bytes == 4096
@@ -68,6 +70,7 @@ def test_env_toggles_win_over_the_mounted_config(tmp_path):
         ("MEMORYSTORE_WRITE_PERMISSION", "maybe", "MEMORYSTORE_WRITE_PERMISSION"),
         ("MEMORYSTORE_FAIL_OPEN", "sometimes", "MEMORYSTORE_FAIL_OPEN"),
         ("MEMORYSTORE_TIMEOUT_SECONDS", "-1", "MEMORYSTORE_TIMEOUT_SECONDS"),
+        ("MEMORYSTORE_VERIFY_TLS", "perhaps", "MEMORYSTORE_VERIFY_TLS='perhaps'"),
     ],
 )
 def test_an_invalid_toggle_names_the_variable(tmp_path, toggle, value, needle):
@@ -90,10 +93,14 @@ def test_the_operator_rendered_client_config_loads(tmp_path):
     from memorystore.spec import MemoryStoreSpec
 
     owner = Owner("acme", "tenants", "uid-1", 1)
-    text = render_client_config(owner, client_config(owner, MemoryStoreSpec(scope="agent")))
+    spec = MemoryStoreSpec(scope="agent")
+    text = render_client_config(owner, client_config(owner, spec, ca_cert="PEM"))
     cfg = load_settings(env_with(tmp_path, text, MEMORYSTORE_TOP_K="2"))
-    assert cfg.endpoint == "http://acme-memory.tenants.svc:8765"
+    assert cfg.endpoint == "https://acme-memory.tenants.svc:8765"
+    assert cfg.tls.ca_file == "/etc/memorystore/client/ca.crt" and cfg.tls.verify
     assert cfg.scope == "agent" and cfg.recall.top_k == 2
+    off = load_settings(env_with(tmp_path, text, MEMORYSTORE_VERIFY_TLS="false"))
+    assert off.tls.verify is False and off.tls.ca_file == "/etc/memorystore/client/ca.crt"
 
 
 def test_a_nested_toggle_over_an_empty_or_scalar_section(tmp_path):

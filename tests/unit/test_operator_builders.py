@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
-from memorystore.config import ClientConfig, ServiceConfig, load_model
+from memorystore.config import ClientConfig, ServiceConfig, format_validation_error, load_model
 from memorystore.operator import names
 from memorystore.operator.builders import (
     Images,
@@ -42,6 +43,8 @@ OWNER = Owner(
 )
 KEYS = Keys(service_api_key="svc-key-Zm9vYmFyYmF6cXV4", qdrant_api_key="qdrant-key-cXV1eGNvcmdl")
 IMAGES = Images()
+# What the apply layer reads from the TLS Secrets; the builders only copy it (public).
+CA_CERT = "-----BEGIN CERTIFICATE-----\nTUVNT1JZU1RPUkUtVEVTVC1DQQ==\n-----END CERTIFICATE-----\n"
 
 # Sample specs as a user writes them (camelCase), parsed by the real model.
 SAMPLES: dict[str, dict[str, Any]] = {
@@ -96,7 +99,30 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "scope": "project",
         "mode": "agent_control",
     },
-}
+    # One pod: the engine in the service's process, its files on the service's volume.
+    "embedded": {
+        "vectorStore": {"embedded": {}, "collection": "acme_small"},
+        "historyDb": {"sqlite": {"storage": {"size": "2Gi"}}},
+        "service": {"resources": {"limits": {"memory": "1Gi"}}},
+    },
+    # A dedicated, tainted node pool for each kind of pod.
+    "placed": {
+        "service": {
+            "nodeSelector": {"pool": "memory", "memorystore.dev/node": "real"},
+            "tolerations": [
+                {"key": "memorystore.dev/real-node", "value": "true", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                 "effect": "NoExecute", "tolerationSeconds": 30},
+            ],
+        },
+        "vectorStore": {
+            "managed": {
+                "nodeSelector": {"pool": "qdrant"},
+                "tolerations": [{"operator": "Exists"}],
+            }
+        },
+    },
+}  # fmt: skip
 
 
 def spec_of(raw: dict[str, Any]) -> MemoryStoreSpec:
@@ -104,7 +130,7 @@ def spec_of(raw: dict[str, Any]) -> MemoryStoreSpec:
 
 
 def children_of(sample: str, keys: Keys = KEYS) -> list[dict[str, Any]]:
-    return desired_children(OWNER, spec_of(SAMPLES[sample]), IMAGES, keys)
+    return desired_children(OWNER, spec_of(SAMPLES[sample]), IMAGES, keys, ca_cert=CA_CERT)
 
 
 def all_objects(sample: str) -> list[dict[str, Any]]:
@@ -166,7 +192,7 @@ def test_same_input_gives_byte_identical_output(sample):
     first = render_golden(all_objects(sample))
     # Same spec, dict keys written in the opposite order.
     reordered = dict(reversed(list(SAMPLES[sample].items())))
-    again = desired_children(OWNER, spec_of(reordered), IMAGES, KEYS)
+    again = desired_children(OWNER, spec_of(reordered), IMAGES, KEYS, ca_cert=CA_CERT)
     assert render_golden([keys_secret(OWNER, KEYS, owned=False), *again]) == first
     assert render_golden(all_objects(sample)) == first
 
@@ -351,7 +377,15 @@ def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
     assert loaded.listen.host == "0.0.0.0" and loaded.listen.port == 8765
     assert loaded.data_dir == "/data"
     assert loaded.history.path == "/data/history.db"
-    assert loaded.api_key.env == "MEMORYSTORE_API_KEY" and loaded.api_key.file is None
+    # the service key is a mounted file (it rotates); the previous one exists only in a grace
+    assert loaded.api_key.env is None and loaded.api_key.file == (
+        "/var/run/secrets/memorystore/service-key/api-key"
+    )
+    assert not loaded.api_key.optional
+    assert loaded.previous_api_key is not None and loaded.previous_api_key.optional
+    assert loaded.previous_api_key.file == (
+        "/var/run/secrets/memorystore/service-key/previous-api-key"
+    )
 
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
@@ -361,8 +395,9 @@ def test_client_yaml_round_trips(sample, tmp_path):
     path.write_text(find(children, "ConfigMap", "acme-client")["data"]["client.yaml"])
     loaded = load_model(ClientConfig, path)
     spec = spec_of(SAMPLES[sample])
-    assert loaded == client_config(OWNER, spec)
-    assert loaded.endpoint == "http://acme-memory.tenants.svc:8765"
+    assert loaded == client_config(OWNER, spec, CA_CERT)
+    assert loaded.endpoint == "https://acme-memory.tenants.svc:8765"
+    assert loaded.tls.ca_file == "/etc/memorystore/client/ca.crt" and loaded.tls.verify
     assert loaded.tenant == "tenants/acme"
     assert loaded.api_key.file == "/etc/memorystore/secrets/api-key"
     assert loaded.api_key.env is None
@@ -401,15 +436,17 @@ def test_external_service_config_uses_the_keys_only_where_refs_are_given():
     assert bare.embedder.api_key is None
     assert bare.llm.api_key is None
     text = render_service_config(OWNER, bare)
-    assert "apiKey" in text and text.count("env:") == 1  # only the service's own key
+    assert "apiKey" in text and "env:" not in text  # the service's own key is a file
+    assert "optional: true" in text and text.count("optional") == 1  # the previous key only
 
 
 def test_rendered_files_leave_out_what_the_spec_does_not_decide():
     spec = spec_of({})
     service = yaml.safe_load(render_service_config(OWNER, service_config(OWNER, spec)))
     assert "limits" not in service and "generate" not in str(service)
-    client = yaml.safe_load(render_client_config(OWNER, client_config(OWNER, spec)))
-    assert set(client) == {"apiKey", "endpoint", "mode", "recall", "scope", "tenant"}
+    client = yaml.safe_load(render_client_config(OWNER, client_config(OWNER, spec, CA_CERT)))
+    assert set(client) == {"apiKey", "endpoint", "mode", "recall", "scope", "tenant", "tls"}
+    assert client["tls"] == {"caFile": "/etc/memorystore/client/ca.crt"}  # verify: the agent's
 
 
 # --- the memory service's pods --------------------------------------------------------------
@@ -429,7 +466,6 @@ def test_memory_deployment_env_comes_from_the_right_secrets():
     assert _env(container) == {
         "HOME": "/tmp",
         "MEM0_TELEMETRY": "False",
-        "MEMORYSTORE_API_KEY": _ref("acme-keys", "service-api-key"),
         "QDRANT_API_KEY": _ref("acme-keys", "qdrant-api-key"),
     }
     external = find(children_of("external-openai"), "Deployment", "acme-memory")
@@ -439,7 +475,6 @@ def test_memory_deployment_env_comes_from_the_right_secrets():
         "HOME": "/tmp",
         "LLM_API_KEY": _ref("acme-openai", "chat"),
         "MEM0_TELEMETRY": "False",
-        "MEMORYSTORE_API_KEY": _ref("acme-keys", "service-api-key"),
         "QDRANT_API_KEY": _ref("acme-qdrant", "api-key"),
     }
 
@@ -455,10 +490,11 @@ def test_memory_deployment_shape():
     assert container["name"] == "memory-service"
     assert container["image"] == IMAGES.service
     assert container["args"] == ["serve", "--config", "/etc/memorystore/service.yaml"]
-    assert container["ports"] == [{"containerPort": 8765, "name": "http", "protocol": "TCP"}]
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert "startupProbe" in container
+    assert container["ports"] == [{"containerPort": 8765, "name": "https", "protocol": "TCP"}]
+    https = {"port": "https", "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", **https}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", **https}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", **https}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["config"] == {"mountPath": "/etc/memorystore", "name": "config", "readOnly": True}
     assert mounts["data"]["mountPath"] == "/data"
@@ -610,6 +646,269 @@ def test_expected_workloads():
     assert expected_workloads(OWNER, spec_of(SAMPLES["external-openai"])) == [
         ("Deployment", "acme-memory")
     ]
+    assert expected_workloads(OWNER, spec_of(SAMPLES["embedded"])) == [
+        ("Deployment", "acme-memory")
+    ]
+
+
+# --- embedded engine ------------------------------------------------------------------------
+
+
+def test_embedded_store_is_one_pod_and_no_qdrant_object():
+    children = children_of("embedded")
+    assert kinds_and_names(children) == [
+        ("NetworkPolicy", "acme-memory"),
+        ("ConfigMap", "acme-memory-config"),
+        ("PersistentVolumeClaim", "acme-memory-data"),
+        ("Deployment", "acme-memory"),
+        ("Service", "acme-memory"),
+        ("ConfigMap", "acme-client"),
+        ("Secret", "acme-client"),
+    ]
+    for obj in children:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] != "qdrant"
+        assert "qdrant" not in obj["metadata"]["name"]
+    deployment = find(children, "Deployment", "acme-memory")
+    assert deployment["spec"]["replicas"] == 1
+    # the old pod lets go of the volume (and the engine's lock) before the new one starts
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_embedded_engine_files_live_on_the_data_volume_beside_the_history():
+    children = children_of("embedded")
+    cfg = service_config(OWNER, spec_of(SAMPLES["embedded"]))
+    assert cfg.vector_store.server is None and cfg.vector_store.embedded is not None
+    assert cfg.vector_store.collection == "acme_small"
+    assert cfg.vector_store.embedded.path == "/data/qdrant"
+    assert cfg.history.path == "/data/history.db"
+    # /data is the mount of the one claim, sized by spec.historyDb.sqlite.storage
+    (container,) = find(children, "Deployment", "acme-memory")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "data")
+    assert mount == {"mountPath": "/data", "name": "data"}  # read-write
+    for path in (cfg.vector_store.embedded.path, cfg.history.path):
+        assert path.startswith(mount["mountPath"] + "/")
+    claim = find(children, "PersistentVolumeClaim", "acme-memory-data")
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "2Gi"}},
+    }
+    assert container["resources"] == {"limits": {"memory": "1Gi"}}
+
+
+def test_embedded_engine_gets_no_qdrant_key_at_all():
+    children = children_of("embedded")
+    (container,) = find(children, "Deployment", "acme-memory")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert _env(container) == {"HOME": "/tmp", "MEM0_TELEMETRY": "False"}
+    for obj in children:
+        assert "qdrant-api-key" not in yaml.safe_dump(obj), obj["kind"]
+    text = find(children, "ConfigMap", "acme-memory-config")["data"]["service.yaml"]
+    assert "QDRANT" not in text and "server" not in yaml.safe_load(text)["vectorStore"]
+
+
+def test_embedded_store_suspends_to_zero_and_keeps_its_volume():
+    children = desired_children(
+        OWNER, spec_of({**SAMPLES["embedded"], "suspend": True}), IMAGES, KEYS
+    )
+    assert find(children, "Deployment", "acme-memory")["spec"]["replicas"] == 0
+    find(children, "PersistentVolumeClaim", "acme-memory-data")
+
+
+def test_embedded_store_allows_zero_or_one_replica_and_says_why_not_two():
+    for replicas in (0, 1):
+        raw = {"vectorStore": {"embedded": {}}, "service": {"replicas": replicas}}
+        deployment = find(
+            desired_children(OWNER, spec_of(raw), IMAGES, KEYS), "Deployment", "acme-memory"
+        )
+        assert deployment["spec"]["replicas"] == replicas
+    raw = {"vectorStore": {"embedded": {}}, "service": {"replicas": 2}}
+    with pytest.raises(SpecError) as info:
+        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+    message = str(info.value)
+    assert message.startswith("spec.service.replicas is 2")
+    assert "spec.vectorStore.embedded" in message and "single-process lock" in message
+    with pytest.raises(SpecError, match=r"^spec\.service\.replicas"):
+        expected_workloads(OWNER, spec_of(raw))
+
+
+# --- pod placement --------------------------------------------------------------------------
+
+
+def _pod_spec(children: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return find(children, kind, name)["spec"]["template"]["spec"]
+
+
+def test_placement_reaches_each_kind_of_pod_as_written():
+    children = children_of("placed")
+    service = _pod_spec(children, "Deployment", "acme-memory")
+    assert service["nodeSelector"] == {"memorystore.dev/node": "real", "pool": "memory"}
+    assert service["tolerations"] == [
+        {
+            "effect": "NoSchedule",
+            "key": "memorystore.dev/real-node",
+            "operator": "Equal",  # the default, written out as the API server would
+            "value": "true",
+        },
+        {
+            "effect": "NoExecute",
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "tolerationSeconds": 30,
+        },
+    ]
+    qdrant = _pod_spec(children, "StatefulSet", "acme-qdrant")
+    assert qdrant["nodeSelector"] == {"pool": "qdrant"}
+    assert qdrant["tolerations"] == [{"operator": "Exists"}]
+
+
+@pytest.mark.parametrize("sample", sorted(set(SAMPLES) - {"placed"}))
+def test_without_placement_pods_carry_neither_field(sample):
+    # absent rather than empty: stores made before the fields existed do not roll
+    for child in children_of(sample):
+        if child["kind"] in ("Deployment", "StatefulSet"):
+            pod = child["spec"]["template"]["spec"]
+            assert "nodeSelector" not in pod and "tolerations" not in pod
+
+
+def test_placement_rolls_the_service_pods_but_changes_no_config():
+    plain = desired_children(OWNER, spec_of({}), IMAGES, KEYS)
+    placed = desired_children(
+        OWNER,
+        spec_of({"service": {"nodeSelector": {"pool": "memory"}}}),
+        IMAGES,
+        KEYS,
+    )
+    for kind, name in (("ConfigMap", "acme-memory-config"), ("ConfigMap", "acme-client")):
+        assert find(plain, kind, name) == find(placed, kind, name)
+    before = find(plain, "Deployment", "acme-memory")["spec"]["template"]
+    after = find(placed, "Deployment", "acme-memory")["spec"]["template"]
+    assert before["metadata"] == after["metadata"]  # same config checksum
+    assert before["spec"] != after["spec"]  # a new pod template: the Deployment rolls
+    # the service's placement is not Qdrant's
+    assert find(plain, "StatefulSet", "acme-qdrant") == find(placed, "StatefulSet", "acme-qdrant")
+
+
+def test_placed_pods_are_valid_kubernetes_objects():
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for child in children_of("placed"):
+        if child["kind"] in ("Deployment", "StatefulSet"):
+            kubernetes_validate.validate(child, "1.37", strict=True)
+
+
+@pytest.mark.parametrize(
+    ("placement", "where", "why"),
+    [
+        (
+            {"service": {"tolerations": [{"value": "x"}]}},
+            "service.tolerations.0",
+            "operator must be Exists when key is empty",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}},
+            "service.tolerations.0",
+            "value must be empty when operator is Exists",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "k", "effect": "NoSchedule",
+                                          "tolerationSeconds": 5}]}},
+            "service.tolerations.0",
+            "tolerationSeconds is only allowed with effect NoExecute",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "k", "effect": "Never"}]}},
+            "service.tolerations.0.effect",
+            "NoSchedule",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "k", "operator": "In"}]}},
+            "service.tolerations.0.operator",
+            "Exists",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "k", "tolerationSeconds": -1,
+                                          "effect": "NoExecute"}]}},
+            "service.tolerations.0.tolerationSeconds",
+            "greater than or equal to 0",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "bad key!", "operator": "Exists"}]}},
+            "service.tolerations.0.key",
+            "should match pattern",
+        ),
+        (
+            {"service": {"tolerations": [{"key": "x" * 64, "operator": "Exists"}]}},
+            "service.tolerations.0.key",
+            "at most 63 characters",
+        ),
+        (
+            {"service": {"tolerations": [{"operator": "Exists"}] * 33}},
+            "service.tolerations",
+            "at most 32 items",
+        ),
+        (
+            {"service": {"nodeSelector": {"Bad_Prefix.example/pool": "a"}}},
+            "service.nodeSelector",
+            "'Bad_Prefix.example/pool' is not a qualified name",
+        ),
+        (
+            {"service": {"nodeSelector": {"example.com/" + "p" * 64: "a"}}},
+            "service.nodeSelector",
+            "at most 63 characters",
+        ),
+        (
+            {"service": {"nodeSelector": {"pool": "not ok!"}}},
+            "service.nodeSelector.pool",
+            "should match pattern",
+        ),
+        (
+            {"service": {"nodeSelector": {"pool": "v" * 64}}},
+            "service.nodeSelector.pool",
+            "at most 63 characters",
+        ),
+        (
+            {"service": {"nodeSelector": {"pool\n": "a"}}},  # `$` must not accept a newline
+            "service.nodeSelector",
+            "is not a qualified name",
+        ),
+        (
+            {"vectorStore": {"managed": {"nodeSelector": {"-pool": "a"}}}},
+            "vectorStore.managed.nodeSelector",
+            "'-pool' is not a qualified name",
+        ),
+        (
+            {"vectorStore": {"managed": {"tolerations": [{"key": "k", "operator": "Exists",
+                                                          "value": "v"}]}}},
+            "vectorStore.managed.tolerations.0",
+            "value must be empty when operator is Exists",
+        ),
+    ],
+)  # fmt: skip
+def test_bad_placement_is_refused_naming_the_field(placement, where, why):
+    # the operator turns this into SpecValid=False before building anything
+    with pytest.raises(ValidationError) as info:
+        spec_of(placement)
+    message = format_validation_error(info.value)
+    assert message.startswith(f"{where}: ") or f"; {where}: " in message, message
+    assert why in message, message
+
+
+def test_valid_placement_forms_are_accepted():
+    spec = spec_of(
+        {
+            "service": {
+                "nodeSelector": {"kubernetes.io/os": "linux", "empty-value": ""},
+                "tolerations": [
+                    {"operator": "Exists"},  # every taint
+                    {"key": "k", "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": "a.b/c", "value": "v"},
+                ],
+            }
+        }
+    )
+    assert [t.operator for t in spec.service.tolerations] == ["Exists", "Exists", "Equal"]
 
 
 # --- network policies -----------------------------------------------------------------------
@@ -635,24 +934,28 @@ def test_qdrant_accepts_only_the_memory_service_and_its_peers():
     }
 
 
-def test_memory_service_accepts_the_allowed_agent_pods_only():
+def test_memory_service_accepts_its_own_label_and_the_allowed_agent_pods_only():
     policy = find(children_of("allowed-agent-pods"), "NetworkPolicy", "acme-memory")
     assert policy["spec"]["podSelector"] == {
         "matchLabels": names.selector_labels("acme", "memory-service")
     }
     assert policy["spec"]["ingress"] == [
         {
-            "from": [{"podSelector": {"matchLabels": {"app": "chat-agent", "tier": "agents"}}}],
+            "from": [
+                {"podSelector": {"matchLabels": {"memorystore.dev/client": "acme"}}},
+                {"podSelector": {"matchLabels": {"app": "chat-agent", "tier": "agents"}}},
+            ],
             "ports": [{"port": 8765, "protocol": "TCP"}],
         }
     ]
 
 
-def test_empty_agent_selector_admits_the_namespace_only():
+def test_by_default_only_pods_with_the_store_label_are_admitted():
     policy = find(children_of("managed-default"), "NetworkPolicy", "acme-memory")
     (rule,) = policy["spec"]["ingress"]
-    # podSelector {} without a namespaceSelector: every pod of this namespace, no other.
-    assert rule["from"] == [{"podSelector": {}}]
+    # no empty podSelector (which would admit every pod of the namespace), no namespaceSelector
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"memorystore.dev/client": "acme"}}}]
+    assert all(peer["podSelector"] != {} for peer in rule["from"])
 
 
 # --- specs that cannot be built -------------------------------------------------------------
@@ -679,6 +982,28 @@ def test_postgres_history_is_refused_naming_the_field():
             "spec.vectorStore",
         ),
         ("acme", {"vectorStore": {}}, "spec.vectorStore"),
+        ("acme", {"vectorStore": {"managed": {}, "embedded": {}}}, "spec.vectorStore"),
+        (
+            "acme",
+            {"vectorStore": {"external": {"url": "http://q:6333"}, "embedded": {}}},
+            "spec.vectorStore",
+        ),
+        (
+            "acme",
+            {
+                "vectorStore": {
+                    "managed": {},
+                    "external": {"url": "http://q:6333"},
+                    "embedded": {},
+                }
+            },
+            "spec.vectorStore",
+        ),
+        (
+            "acme",
+            {"vectorStore": {"embedded": {}}, "historyDb": {"sqlite": {"storage": {"size": "x"}}}},
+            "spec.historyDb.sqlite.storage.size",
+        ),
         ("acme", {"historyDb": {}}, "spec.historyDb"),
         ("acme", {"service": {"replicas": 2}}, "spec.service.replicas"),
         (
@@ -715,6 +1040,14 @@ def test_unbuildable_specs_are_refused_naming_the_field(owner_name, raw, field):
     with pytest.raises(SpecError) as info:
         desired_children(owner, spec_of(raw), IMAGES, KEYS)
     assert str(info.value).startswith(field), str(info.value)
+
+
+def test_two_vector_store_tiers_are_refused_naming_all_three():
+    raw = {"vectorStore": {"managed": {}, "embedded": {}}}
+    with pytest.raises(SpecError) as info:
+        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+    for tier in ("managed", "external", "embedded"):
+        assert f"spec.vectorStore.{tier}" in str(info.value)
 
 
 def test_credentials_in_the_external_url_are_not_echoed():

@@ -104,6 +104,54 @@ def test_external_store_invalid_spec_and_suspend():
     assert suspended.phase == Phase.SUSPENDED and cond(suspended, READY).reason == "Suspended"
 
 
+def embedded(**kw) -> Observed:
+    return observed(vector_store=None, embedded_vector_store=True, **kw)
+
+
+def test_an_embedded_engine_is_ready_with_the_service_pod_that_runs_it():
+    status = compute_status(embedded(), MemoryStoreStatus(), T0)
+    vs = cond(status, VECTOR_STORE_READY)
+    assert (vs.status, vs.reason, vs.message) == (
+        "True",
+        "Embedded",
+        "embedded in the memory service",
+    )
+    assert status.phase == Phase.READY and cond(status, READY).status == "True"
+
+    waiting = compute_status(
+        embedded(service=workload("Deployment", "s-memory", 1, 0)), MemoryStoreStatus(), T0
+    )
+    assert waiting.phase == Phase.PENDING
+    vs = cond(waiting, VECTOR_STORE_READY)
+    assert (vs.status, vs.reason) == ("False", "ServiceNotReady")
+    assert vs.message == (
+        "embedded in the memory service, which is not ready: "
+        "Deployment s-memory: 0/1 replicas ready"
+    )
+    # Ready names the service's own reason, not the derived one
+    ready = cond(waiting, READY)
+    assert (ready.reason, ready.message) == ("NotReady", "Deployment s-memory: 0/1 replicas ready")
+
+
+def test_an_embedded_engine_waits_on_the_volume_it_lives_on():
+    status = compute_status(
+        embedded(
+            service=workload("Deployment", "s-memory", 1, 0), pending_claims=["s-memory-data"]
+        ),
+        MemoryStoreStatus(),
+        T0,
+    )
+    assert cond(status, READY).reason == "VolumePending"
+    assert "s-memory-data" in cond(status, VECTOR_STORE_READY).message
+    suspended = compute_status(
+        embedded(suspended=True, service=workload("Deployment", "s-memory", 0, 0)),
+        MemoryStoreStatus(),
+        T0,
+    )
+    assert suspended.phase == Phase.SUSPENDED
+    assert cond(suspended, VECTOR_STORE_READY).reason == "Embedded"
+
+
 def test_transition_time_kept_while_status_is_unchanged_and_degraded_after_ready():
     first = compute_status(observed(), MemoryStoreStatus(), T0)
     again = compute_status(observed(), first, T1)
@@ -133,3 +181,25 @@ def test_an_unreachable_external_qdrant_is_named():
     vs = cond(status, VECTOR_STORE_READY)
     assert (vs.status, vs.reason, vs.message) == ("False", "Unreachable", problem)
     assert cond(status, READY).message == problem and status.phase == Phase.PENDING
+
+
+def test_shared_agent_pods_is_a_warning_condition_that_leaves_ready_alone():
+    from memorystore.operator.status import AGENT_PODS_ISOLATED
+
+    message = "the memory service of s admits the same agent pods as other (…)"
+    status = compute_status(observed(shared_agent_pods=message), MemoryStoreStatus(), T0)
+    shared = cond(status, AGENT_PODS_ISOLATED)
+    assert (shared.status, shared.reason, shared.message) == ("False", "SharedAgentPods", message)
+    assert status.phase == Phase.READY and cond(status, READY).status == "True"
+
+    cleared = compute_status(observed(), status, T1)
+    isolated = cond(cleared, AGENT_PODS_ISOLATED)
+    assert (isolated.status, isolated.reason) == ("True", "Isolated")
+    assert isolated.last_transition_time == T1
+
+
+def test_status_names_the_label_agent_pods_carry():
+    status = compute_status(
+        observed(agent_pod_label="memorystore.dev/client=s"), MemoryStoreStatus(), T0
+    )
+    assert status.agent_pod_label == "memorystore.dev/client=s"

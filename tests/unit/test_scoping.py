@@ -29,3 +29,14 @@ def test_each_scope_maps_to_its_ids():
 def test_impossible_scopes_are_refused(args, message):
     with pytest.raises(ValueError, match=message):
         scope_ids(*args)
+
+
+def test_every_id_a_scope_maps_to_is_a_literal_the_service_accepts():
+    from memorystore.service.engine import id_problem
+
+    for scope in ("user", "agent", "project"):
+        for key, value in scope_ids(scope, "alice", "planner", "acme").items():
+            assert id_problem(value) is None, (scope, key, value)
+    # and the service refuses what no client should send (it is never read as "every user")
+    assert id_problem("*") is not None
+    assert id_problem("project: acme") is not None

@@ -72,13 +72,22 @@ In every watched namespace (a Role per namespace, or the ClusterRole when cluste
   granted, so there such a change is refused until the operator's Role allows it.)
 - events create: handlers._event on a phase change, and kopf's own warning events.
 - secrets get, create, patch: apply.ensure_keys reads or creates <store>-keys and patches
-  its ownerReferences; apply.missing_secrets reads the Secrets a spec names; the client
-  Secret is server-side applied.
+  its ownerReferences; apply.ensure_service_key reads <store>-service-key (and, if it was
+  lost, <store>-client), creates it and merge-patches it on a key rotation or expiry;
+  apply.missing_secrets reads the Secrets a spec names; the client Secret is server-side
+  applied.
 - configmaps, services, networkpolicies create, patch; persistentvolumeclaims
   list, create, patch; deployments, statefulsets get, create, patch: every child is
   server-side applied (apply.apply_all: an apply PATCH, which needs create as well when the
   object does not exist yet); apply.pending_claims lists the store's claims;
   apply.get_workload reads the two workloads for status.
+- secrets (again): apply.ensure_tls reads <store>-ca and <store>-tls, creates them and
+  patches them on renewal.
+- certificates.cert-manager.io get, create, patch, delete: with spec.tls.issuerRef,
+  apply.ensure_tls server-side applies the store's Certificate; once issuerRef is removed it
+  reads that Certificate and deletes it if the store owns it, so cert-manager stops
+  rewriting the Secret the operator then issues. Granted whether or not cert-manager is
+  installed (RBAC may name resources that do not exist).
 Cluster-scoped, in both modes:
 - customresourcedefinitions list, watch: kopf's resource observer re-discovers the
   MemoryStore resource when its CRD appears or changes (e.g. the CRD this chart installs
@@ -116,6 +125,9 @@ Cluster-scoped, only when watching a list of namespaces:
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["create", "patch"]
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificates"]
+  verbs: ["get", "create", "patch", "delete"]
 {{- end }}
 
 {{- define "memorystore.clusterRules" -}}
