@@ -10,7 +10,7 @@ BIN        := $(VENV)/bin
 export PYTHONSAFEPATH := 1
 export MEM0_TELEMETRY := False
 
-.PHONY: install demo test lint format tools cluster-up kind-e2e bench-service lock clean
+.PHONY: install demo test lint format tools node-deps cluster-up kind-e2e bench-service lock lock-operator clean
 
 install: $(VENV)/.installed
 
@@ -27,11 +27,35 @@ demo: install
 
 # Lint, build (or reuse) the pinned Kubernetes binaries, then every test: unit, integration
 # and the cluster tests on a local control plane (or on $$KUBECONFIG when it is set).
-test: install lint tools
+test: install lint tools node-deps
 	$(BIN)/pytest
 
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm,
-# built from pinned Go modules into ~/.cache/memorystore/k8s-tools (minutes the first time).
+# Debian packages the machine-level tests need: the image builds (a private dockerd, a
+# debootstrapped base) and the real node. One list: add packages here, not in a new target.
+NODE_PACKAGES := docker.io debootstrap \
+  containerd runc containernetworking-plugins iptables nftables conntrack ipset gcc libc6-dev
+# Installed only as root and only when missing (quiet, no prompts; waits for a busy dpkg
+# lock). Not root: the tests that need them skip and say why (and fail when CI=true).
+node-deps:
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "node-deps: not root: not installing $(NODE_PACKAGES) (tests needing them skip)"; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "node-deps: no apt-get: not installing $(NODE_PACKAGES) (tests needing them skip)"; \
+	else \
+	  missing=$$(for p in $(NODE_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "== node-deps: apt-get install" $$missing; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get -qq -o DPkg::Lock::Timeout=600 update && \
+	    apt-get -qq -o DPkg::Lock::Timeout=600 install -y --no-install-recommends $$missing \
+	      >/dev/null || exit 1; \
+	  fi; \
+	fi
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm (and
+# the real node's kubelet, kube-proxy and CoreDNS), built from pinned Go modules into
+# ~/.cache/memorystore/k8s-tools (minutes the first time).
 tools: install
 	$(BIN)/memorystore dev tools
 
@@ -64,6 +88,13 @@ bench-service: install
 # Re-pin the whole dependency tree after changing pyproject.toml.
 lock: install
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+	$(MAKE) lock-operator
+
+# The operator image's pins: its direct dependencies (requirements-operator.in, at the
+# versions pyproject.toml pins) resolved within requirements.lock, so shared pins agree.
+lock-operator: install
+	$(BIN)/uv pip compile requirements-operator.in --constraint requirements.lock \
+	  --python-version 3.11 -o requirements-operator.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

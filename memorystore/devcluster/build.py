@@ -85,13 +85,22 @@ GROUPS: tuple[Group, ...] = (
         version=versions.KUBERNETES,
         packages={
             t: _k8s_cmd(t)
-            for t in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+            for t in (
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubectl",
+                "kubelet",
+                "kube-proxy",
+            )
         },
         version_args={
             "kube-apiserver": ("--version",),
             "kube-controller-manager": ("--version",),
             "kube-scheduler": ("--version",),
             "kubectl": ("version", "--client"),
+            "kubelet": ("--version",),
+            "kube-proxy": ("--version",),
         },
         expect=versions.KUBERNETES,
         # The tags hack/lib/golang.sh uses for release builds.
@@ -120,6 +129,26 @@ GROUPS: tuple[Group, ...] = (
         packages={"helm": "helm.sh/helm/v3/cmd/helm"},
         version_args={"helm": ("version", "--short")},
         expect=versions.HELM,
+    ),
+    Group(
+        # The real node's cluster DNS (memorystore/devcluster/node.py); the module root is its
+        # `package main`.
+        name="coredns",
+        module="github.com/coredns/coredns",
+        version=versions.COREDNS,
+        packages={"coredns": "github.com/coredns/coredns"},
+        version_args={"coredns": ("-version",)},
+        expect=f"CoreDNS-{versions.COREDNS.removeprefix('v')}",
+    ),
+    Group(
+        # The real test node's NetworkPolicy enforcer (memorystore/devcluster/netpol.py). It has
+        # no version flag (nor a stamped version); `--help` proves the binary runs.
+        name="kube-network-policies",
+        module="sigs.k8s.io/kube-network-policies",
+        version=versions.KUBE_NETWORK_POLICIES,
+        packages={"kube-network-policies": "sigs.k8s.io/kube-network-policies/cmd"},
+        version_args={"kube-network-policies": ("--help",)},
+        expect="Usage: kube-network-policies",
     ),
 )
 TOOLS: tuple[str, ...] = tuple(t for g in GROUPS for t in g.packages)

@@ -1,5 +1,6 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok (simulated nodes), started from pinned binaries and stopped by PID.
+With `real_node=RealNode(tools)` a real kubelet node joins it too (memorystore/devcluster/node).
 
 The API server runs as in a normal cluster: client-certificate authentication, Node+RBAC
 authorization, ServiceAccount token signing and the default admission plugins. Every
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 import yaml
@@ -31,9 +32,12 @@ import yaml
 from memorystore.devcluster.build import kwok_stages
 from memorystore.devcluster.pki import PKI, Pair
 
+if TYPE_CHECKING:
+    from memorystore.devcluster.node import RealNode
+
 Log = Callable[[str], None]
 NODE_NAME = "kwok-node-0"
-VOLUMES = 24  # pre-provisioned PersistentVolumes
+VOLUMES = 200  # pre-provisioned PersistentVolumes (Retain: each claim uses one up)
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 _PR_SET_PDEATHSIG = 1
@@ -58,6 +62,31 @@ class Component:
     log: Path
 
 
+def spawn_process(
+    name: str,
+    argv: list[str],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    log: Log = print,
+) -> Component:
+    """Start one component in its own session, logging to `log_path`, dying with its parent."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as out:
+        process = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # only prctl: safe despite threads
+        )
+    log(f"started {name} (pid {process.pid})")
+    return Component(name, process, log_path)
+
+
 @dataclass
 class LocalCluster:
     """`with LocalCluster(tools) as cluster:` → cluster.kubeconfig is a working admin config."""
@@ -66,6 +95,7 @@ class LocalCluster:
     workdir: Path | None = None
     log: Log = print
     components: list[Component] = field(default_factory=list)
+    real_node: RealNode | None = None
 
     def __post_init__(self) -> None:
         self._own_workdir = self.workdir is None
@@ -77,10 +107,20 @@ class LocalCluster:
 
     def start(self) -> Self:
         started = time.monotonic()
+        self.log(f"starting a local cluster in {self.workdir}")
         try:
             self._start()
-        except BaseException:
+        except BaseException as exc:
+            kept = self._keep_logs() if isinstance(exc, Exception) else None
             self.stop()
+            if kept is None:
+                raise
+            self.log(f"start failed; the logs are kept in {kept}")
+            from memorystore.devcluster.node import NodeStartError
+
+            if isinstance(exc, NodeStartError) and exc.log is not None:
+                # name the kept copy of the log: the workdir is gone
+                raise NodeStartError(exc.step, exc.detail, kept / exc.log.name) from exc
             raise
         self.log(
             f"control plane ready in {time.monotonic() - started:.1f} s; "
@@ -88,11 +128,22 @@ class LocalCluster:
         )
         return self
 
+    def _keep_logs(self) -> Path | None:
+        """Copy the logs of a failed start out of the workdir that `stop` removes."""
+        if not self._own_workdir or self.workdir is None or not (self.workdir / "logs").is_dir():
+            return None
+        kept = Path(tempfile.mkdtemp(prefix="memorystore-cluster-logs-"))
+        shutil.copytree(self.workdir / "logs", kept, dirs_exist_ok=True)
+        return kept
+
     def _start(self) -> None:
         assert self.workdir is not None
         pki = PKI(self.workdir / "pki")
         api_port, etcd_port, peer_port = free_port(), free_port(), free_port()
         self.server = f"https://127.0.0.1:{api_port}"
+        node = self.real_node
+        if node is not None:
+            node.prepare(self)  # the bridge address must exist before the API server starts
         serving = pki.issue(
             "apiserver",
             "kube-apiserver",
@@ -102,7 +153,9 @@ class LocalCluster:
                 "kubernetes",
                 "kubernetes.default",
                 "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
                 "10.96.0.1",
+                *([] if node is None else [_node_gateway()]),
             ],
         )
         sa = pki.service_account_keys()
@@ -144,11 +197,16 @@ class LocalCluster:
                 f"--service-account-signing-key-file={sa.key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
-                # the default reconciler refuses a loopback address for the kubernetes Service
-                "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 "--anonymous-auth=false",
                 "--v=1",
+                # the default reconciler refuses a loopback address for the kubernetes Service;
+                # a real node advertises its bridge address instead and keeps the reconciler
+                *(
+                    ["--endpoint-reconciler-type=none"]
+                    if node is None
+                    else node.apiserver_flags(pki)
+                ),
             ],
         )
         with self.client() as api:
@@ -208,7 +266,8 @@ class LocalCluster:
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--manage-nodes-with-label-selector=",
                 "--manage-single-node=",
-                "--cidr=10.244.0.0/16",
+                # simulated pod IPs never overlap the real node's pod CIDR (10.244.0.0/24)
+                f"--cidr={'10.244.0.0/16' if node is None else '10.245.0.0/16'}",
                 "--node-ip=10.0.0.1",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{free_port()}",
@@ -227,14 +286,26 @@ class LocalCluster:
                 ),
                 60,
             )
+        if node is not None:
+            node.start(self, pki)
 
     def stop(self) -> None:
-        """SIGTERM each process group, newest first; SIGKILL what lingers; remove the dir."""
+        """SIGTERM each process group, newest first; SIGKILL what lingers; remove the dir.
+
+        A real node stops first (it drains its pods through the API) and restores the host.
+        """
+        if self.real_node is not None:
+            self.real_node.stop()
         for component in reversed(self.components):
-            _terminate(component.process)
+            terminate(component.process)
         self.components.clear()
         if self._own_workdir and self.workdir and self.workdir.exists():
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            held = [m for m in _mount_points() if m.startswith(f"{self.workdir}/")]
+            if held:
+                # Never delete through a mount (a pod volume could be bound to a host folder).
+                self.log(f"kept {self.workdir}: still mounted there: {held[:5]}")
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -265,18 +336,7 @@ class LocalCluster:
     def _spawn(self, name: str, argv: list[str]) -> None:
         assert self.workdir is not None
         log = self.workdir / "logs" / f"{name}.log"
-        log.parent.mkdir(exist_ok=True)
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # only prctl: safe despite threads
-            )
-        self.components.append(Component(name, process, log))
-        self.log(f"started {name} (pid {process.pid})")
+        self.components.append(spawn_process(name, argv, log, log=self.log))
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -293,6 +353,10 @@ class LocalCluster:
                 last = exc
             time.sleep(0.1)
         raise TimeoutError(f"{what} not ready after {timeout:.0f} s (last error: {last!r})")
+
+    def write_kubeconfig(self, path: Path, ca: Path, user: Pair) -> None:
+        """A kubeconfig for `user` against this API server (on loopback)."""
+        self._write_kubeconfig(path, ca, user)
 
     def _write_kubeconfig(self, path: Path, ca: Path, user: Pair) -> None:
         config: dict[str, Any] = {
@@ -317,7 +381,20 @@ class LocalCluster:
         path.chmod(0o600)
 
 
-def _terminate(process: subprocess.Popen[bytes], grace: float = 10) -> None:
+def _mount_points() -> list[str]:
+    """Mount points of this mount namespace."""
+    return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+
+
+def _node_gateway() -> str:
+    """The real node's bridge address, where pods reach the API server."""
+    from memorystore.devcluster.node import GATEWAY
+
+    return GATEWAY
+
+
+def terminate(process: subprocess.Popen[bytes], grace: float = 10) -> None:
+    """SIGTERM a component's process group; SIGKILL it after `grace` seconds."""
     if process.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -345,8 +422,8 @@ def _fake_node() -> dict[str, Any]:
             },
         },
         "status": {
-            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "500"},
+            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "500"},
         },
     }
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 # k8s.io/kubernetes: v1.37.2 is the newest release the proxy serves (v1.38.0-beta.0 is a
 # pre-release), and its go.mod says `go 1.26.0`, so it builds with go1.26.8. Gives
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from one `go build`.
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from one `go build`,
+# and the real node's kubelet and kube-proxy.
 KUBERNETES = "v1.37.2"
 
 # go.etcd.io/etcd/server/v3 (its root holds `package main`): v3.7.3 is the newest patch of
@@ -29,13 +30,28 @@ KWOK = "v0.8.0"
 # all ship Helm v4 (v37 2.0.0 has helm v4.3.1 + kubectl v1.37.1), not v3.
 HELM = "v3.22.0"
 
+# sigs.k8s.io/kube-network-policies: v0.8.0 is the newest release served (v0.7.0 the only
+# other). The NetworkPolicy enforcer of the real test node: it takes each new connection's
+# first packet from an NFQUEUE and decides in user space. Built against client-go v0.32.3,
+# which reads pods, namespaces and NetworkPolicies from a 1.37 API server unchanged.
+KUBE_NETWORK_POLICIES = "v0.8.0"
+
+# github.com/coredns/coredns: v1.15.0 is the newest release served; its go.mod says `go 1.26.0`
+# and requires client-go v0.37.1 (the same Kubernetes minor as the control plane). The real
+# node's cluster DNS, run as a host process (memorystore/devcluster/node.py).
+COREDNS = "v1.15.0"
+
 # tool -> pinned version; the keys are the tool names `ensure_tools` accepts.
 TOOL_VERSIONS: dict[str, str] = {
     "kube-apiserver": KUBERNETES,
     "kube-controller-manager": KUBERNETES,
     "kube-scheduler": KUBERNETES,
     "kubectl": KUBERNETES,
+    "kubelet": KUBERNETES,
+    "kube-proxy": KUBERNETES,
+    "coredns": COREDNS,
     "etcd": ETCD,
     "kwok": KWOK,
     "helm": HELM,
+    "kube-network-policies": KUBE_NETWORK_POLICIES,
 }

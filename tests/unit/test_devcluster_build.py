@@ -212,8 +212,8 @@ def test_ensure_tools_returns_paths(tmp_path, monkeypatch):
 
 def test_unknown_tool_is_refused_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="known tools: kube-apiserver"):
-        build.build_tools(["kubelet"], root=tmp_path)
-    assert not tmp_path.joinpath("kubelet").exists()
+        build.build_tools(["kubectl", "kube-router"], root=tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_go_env_is_local_static_and_keeps_user_goflags():

@@ -1,0 +1,649 @@
+"""The README's "On Kubernetes" walk, for real, on the real kubelet node: every step a real
+object and every process a real container.
+
+a. `helm install` the chart: the operator runs as a POD from our image under the chart's
+   ServiceAccount (images built by memorystore/devcluster/images.py, imported into the
+   node's containerd; no registry, so nothing is pulled).
+b. `kubectl apply` examples/embedded.yaml (plus placement on the tainted node): the operator
+   in its pod creates the children, the memory-service pod becomes Ready by its own HTTPS
+   probes, the store reports Ready.
+c. Agent pods (the memory-service image runs tests/support/walk_agent.py from a ConfigMap): a
+   real AgentScope Agent, the factory from_env over the mounted client ConfigMap and Secret,
+   MEMORYSTORE_* toggles as env vars, HTTPS verified against the store's CA through the
+   Service's DNS name. Session 1 writes, session 2 in a new pod recalls.
+d. The memory-service pod is deleted: its replacement serves the same memories (the PVC).
+e. The enforced NetworkPolicy: a pod of tenant A's namespace without the label and a pod of
+   another namespace WITH it cannot connect; the labelled agent can.
+f. A spec change rolls the service (new config checksum): memories survive.
+g. `helm uninstall`: the MemoryStore, the CRD and the data remain.
+
+Needs root and the packages of `make node-deps`; otherwise it skips with the reason, and
+under CI=true that skip is a failure (the `real_node` fixture and the image harness).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from memorystore.devcluster import images
+from memorystore.devcluster.images import ImageBuilder
+from memorystore.devcluster.node import NODE_NAME, REAL_NODE_TAINT
+from memorystore.devcluster.target import Kube
+from memorystore.middleware.settings import DEFAULT_CONFIG_PATH, PREFIX, TOGGLES
+from memorystore.operator import names
+from memorystore.operator.builders import CLIENT_KEY_FILE
+from memorystore.operator.crd import CRD_NAME
+from memorystore.spec import MemoryStoreSpec
+from support import walk_agent
+from support.real_node import RealNodeRun
+from support.waiting import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "embedded.yaml"
+AGENT_PROGRAM = Path(walk_agent.__file__)
+
+README = ROOT / "README.md"
+RELEASE = "memorystore"
+SYSTEM_NS = "memorystore-system"
+TENANTS = "tenants"
+OTHER_TENANT = "tenant-b"
+USER = "alice"
+
+# Beyond the README's agent pod: a generous per-call timeout for a loaded 2-core machine.
+WALK_ONLY_ENV = {"MEMORYSTORE_TIMEOUT_SECONDS": "20"}
+PROGRAM_CM = "walk-agent"
+PROGRAM_DIR = "/opt/walk"
+
+POD_TIMEOUT = 240.0  # an agent pod from creation to its JSON (imports, embedder-free)
+READY_TIMEOUT = 420.0  # the memory service: image unpack, embedder load, TLS, probes
+
+
+def _log(line: str) -> None:
+    print(f"[walk] {line}", file=sys.__stderr__, flush=True)
+
+
+# --- images -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WalkImages:
+    operator: str
+    service: str
+    archives: dict[str, Path]
+    ids: dict[str, str]
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def walk_images() -> WalkImages:
+    """Both images built from this checkout (cached layers make a warm build seconds) and
+    saved as docker-archives for the node's containerd."""
+    try:
+        images.check_packages()
+    except images.MissingPackageError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the images cannot be built here: {exc}")
+        pytest.skip(str(exc))
+    began = time.monotonic()
+    archives, tags, ids = {}, {}, {}
+    with ImageBuilder(log=_log) as builder:
+        for target in images.TARGETS:
+            built = builder.build(target)
+            tags[target], ids[target] = built.tag, built.image_id
+            archives[target] = builder.save(built.tag)
+    seconds = time.monotonic() - began
+    _log(f"images built and saved in {seconds:.1f} s: {tags}")
+    return WalkImages(tags["operator"], tags["memory-service"], archives, ids, seconds)
+
+
+# --- the README's section, which the walk runs ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Readme:
+    """What "On Kubernetes" shows: its commands, its agent pod and its placement note."""
+
+    commands: list[list[str]]
+    agent_template: dict[str, Any]
+    placement: dict[str, Any]
+
+
+def readme() -> Readme:
+    text = README.read_text()
+    start = text.index("## On Kubernetes\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    (bash, *_) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    commands = [shlex.split(line, comments=True) for line in bash.replace("\\\n", " ").splitlines()]
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+    (agent,) = [b for b in blocks if "template" in b]
+    (placement,) = [b for b in blocks if "nodeSelector" in b]
+    return Readme([c for c in commands if c], agent["template"], placement)
+
+
+def test_the_readme_section_is_what_the_walk_runs():
+    """Cheap, and runs everywhere: the walk below can run the section's commands as they are
+    (the same namespace, release, chart path and example), its agent pod mounts the store the
+    example makes, and its placement is valid for both the chart and the store."""
+    shown = readme()
+    assert [c[:2] for c in shown.commands] == [
+        ["kubectl", "create"],
+        ["helm", "install"],
+        ["kubectl", "apply"],
+        ["kubectl", "get"],
+    ], shown.commands
+    assert shown.commands[0] == ["kubectl", "create", "namespace", TENANTS]
+    install = shown.commands[1]
+    assert install[2:] == [
+        RELEASE, "charts/memorystore", "-n", SYSTEM_NS, "--create-namespace",
+        "--set", f"watch.namespaces={{{TENANTS}}}",
+    ]  # fmt: skip
+    assert shown.commands[2] == ["kubectl", "apply", "-n", TENANTS, "-f", "examples/embedded.yaml"]
+    assert shown.commands[3] == ["kubectl", "get", "mstore", "-n", TENANTS]
+    store = yaml.safe_load(EXAMPLE.read_text())["metadata"]["name"]
+    template = shown.agent_template
+    assert template["metadata"]["labels"] == {names.CLIENT_POD_LABEL: store}
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    assert volumes["memory-client"]["configMap"]["name"] == names.client_config_map_name(store)
+    assert volumes["memory-key"]["secret"]["secretName"] == names.client_secret_name(store)
+    (container,) = template["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts == {"/etc/memorystore/client": "memory-client",
+                      "/etc/memorystore/secrets": "memory-key"}  # fmt: skip
+    # the middleware's own defaults find the files there: no path to configure
+    assert Path(DEFAULT_CONFIG_PATH).parent == Path("/etc/memorystore/client")
+    assert Path(CLIENT_KEY_FILE).parent == Path("/etc/memorystore/secrets")
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert set(env) <= {PREFIX + toggle for toggle in TOGGLES}, env  # real toggles only
+    assert env[PREFIX + "WRITE_PERMISSION"] == "allow"  # the scripted model's add_memory
+    assert set(shown.placement) == {"nodeSelector", "tolerations"}
+    placed = MemoryStoreSpec.model_validate({"service": shown.placement}).service
+    assert placed.node_selector == {"memorystore.dev/node": "real"}
+    assert [t.as_pod_toleration() for t in placed.tolerations] == [
+        {**REAL_NODE_TAINT, "operator": "Equal"}
+    ]
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(kube.tools["helm"]), f"--kubeconfig={kube.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,  # the README's commands name the chart relative to the checkout
+    )
+    assert result.returncode == 0, f"helm {' '.join(args)}: {result.stderr}"
+    return result
+
+
+class Steps:
+    """Each step's duration, for the summary printed at the end (and on failure)."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.times: list[tuple[str, float]] = []
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        _log(f"step {name} …")
+        yield
+        self.times.append((name, time.monotonic() - t0))
+        _log(f"step {name}: {self.times[-1][1]:.1f} s")
+
+    def summary(self) -> str:
+        lines = [f"  {name:<58} {seconds:7.1f} s" for name, seconds in self.times]
+        total = time.monotonic() - self.began
+        return "\n".join([*lines, f"  {'the walk, in total':<58} {total:7.1f} s"])
+
+
+def diagnose(kube: Kube) -> None:
+    """What a person needs when a step failed: pods, events, descriptions and logs."""
+
+    def run(*args: str) -> str:
+        out = kube.kubectl(*args, check=False)
+        return (out.stdout + out.stderr)[-6000:]
+
+    print("\n===== diagnostics =====")
+    print(run("get", "pods", "-A", "-o", "wide"))
+    print(run("get", "mstore", "-A", "-o", "yaml"))
+    for ns in (SYSTEM_NS, TENANTS, OTHER_TENANT):
+        print(f"--- events in {ns}\n" + run("get", "events", "-n", ns, "--sort-by=.lastTimestamp"))
+        print(f"--- pods in {ns}\n" + run("describe", "pods", "-n", ns))
+        pods = kube.kubectl("get", "pods", "-n", ns, "-o", "name", check=False).stdout.split()
+        for pod in pods:
+            print(f"--- logs {ns}/{pod}\n" + run("logs", pod, "-n", ns, "--all-containers"))
+            previous = kube.kubectl("logs", pod, "-n", ns, "--previous", check=False)
+            if previous.returncode == 0:
+                print(f"--- previous logs {ns}/{pod}\n" + previous.stdout[-4000:])
+
+
+def results_in(logs: str) -> list[dict[str, Any]]:
+    """The JSON lines walk_agent.py printed."""
+    mark = walk_agent.RESULT_MARK
+    return [json.loads(line[len(mark) :]) for line in logs.splitlines() if line.startswith(mark)]
+
+
+def agent_pod(
+    shown: Readme,
+    name: str,
+    image: str,
+    args: list[str],
+    *,
+    labels: dict[str, str] | None = None,
+    mounts: bool = True,
+    restart: str = "Never",
+) -> dict[str, Any]:
+    """The README's agent pod (its label, the client ConfigMap and Secret at its paths, its
+    env toggles) and the README's placement, plus this walk's program, image and a
+    restricted security context like the product's own pods. `labels` replaces the label
+    and `mounts=False` drops the store's files (the isolation probes)."""
+    template = copy.deepcopy(shown.agent_template)
+    (readme_container,) = template["spec"]["containers"]
+    volume_mounts = [
+        {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "program", "configMap": {"name": PROGRAM_CM}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if mounts:
+        volume_mounts += readme_container["volumeMounts"]
+        volumes += template["spec"]["volumes"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": template["metadata"]["labels"] if labels is None else labels,
+        },
+        "spec": {
+            **copy.deepcopy(shown.placement),
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 10001,
+                "runAsGroup": 10001,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": readme_container["name"],
+                    "image": image,
+                    "imagePullPolicy": "Never",  # imported into the node; no registry here
+                    "command": ["python3", f"{PROGRAM_DIR}/{AGENT_PROGRAM.name}"],
+                    "args": args,
+                    "env": [
+                        {"name": "HOME", "value": "/tmp"},
+                        *readme_container["env"],
+                        *({"name": k, "value": v} for k, v in WALK_ONLY_ENV.items()),
+                    ],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "readOnlyRootFilesystem": True,
+                    },
+                    "volumeMounts": volume_mounts,
+                }
+            ],
+            "volumes": volumes,
+        },
+    }
+
+
+def run_pod(kube: Kube, ns: str, pod: dict[str, Any], timeout: float = POD_TIMEOUT) -> str:
+    """Create the pod, wait until it finishes, return its log (failing with it otherwise)."""
+    name = pod["metadata"]["name"]
+    kube.apply(json.dumps(pod), "-n", ns)
+
+    def finished() -> str:
+        status = kube.get("pod", name, "-n", ns).get("status", {})
+        phase = status.get("phase", "")
+        return phase if phase in ("Succeeded", "Failed") else ""
+
+    phase = wait_for(finished, timeout=timeout, every=1)
+    logs = kube.kubectl("logs", name, "-n", ns).stdout
+    assert phase == "Succeeded", f"pod {ns}/{name} {phase}:\n{logs[-6000:]}"
+    assert kube.get("pod", name, "-n", ns)["spec"]["nodeName"] == NODE_NAME
+    return logs
+
+
+def session(
+    kube: Kube, shown: Readme, image: str, pod: str, session_id: str, which: str
+) -> dict[str, Any]:
+    """One session in a new agent pod; its JSON result."""
+    logs = run_pod(
+        kube, TENANTS, agent_pod(shown, pod, image, ["session", USER, session_id, which])
+    )
+    (result,) = results_in(logs)
+    _log(f"{pod}: {json.dumps({k: result.get(k) for k in ('answer', 'network_wait_seconds')})}")
+    return result
+
+
+def assert_talked_to_the_store_over_verified_https(result: dict[str, Any], store: str) -> None:
+    assert result["endpoint"] == names.memory_endpoint(store, TENANTS)  # the Service's name
+    assert result["endpoint"].startswith("https://")
+    assert result["ca_file"] == "/etc/memorystore/client/ca.crt" and result["ca_file_exists"]
+    assert result["verify"] is True
+    # the certificate chains to the store's own CA only: the system's CAs refuse it
+    assert result["untrusted_ca_refused"] is True
+    assert result["write_permission"] == "allow" and result["fail_open"] is False  # env toggles
+    assert result["memory_on"] is True and result["completed"] is True
+
+
+FACTS = (
+    "The user wants charts in dark mode by default.",
+    "The user makes charts with matplotlib.",
+    "The user lives in Hangzhou.",
+)
+
+
+def assert_recalled(result: dict[str, Any]) -> None:
+    """Session 2's answer is built from the memory the model was sent: without recall it
+    would say it knows no preference."""
+    searched = [c for c in result["tool_calls"] if c["name"] == "search_memory"]
+    assert searched, result["tool_calls"]
+    seen = result["memory_seen_by_model"]
+    assert FACTS[0] in seen and FACTS[1] in seen, seen  # written by session 1's pod
+    recall = [e for e in result["events"] if e["event"] == "recall"]
+    assert recall and FACTS[0] in recall[0]["context"], recall  # the middleware's own recall
+    answer = result["answer"]
+    assert answer.startswith(
+        "Here is a bar chart of your monthly sales in matplotlib, in dark mode as you prefer"
+    ), answer
+    assert "dark_background" in answer and "know none of your preferences" not in answer
+
+
+def service_pods(kube: Kube, store: str) -> list[dict[str, Any]]:
+    selector = ",".join(
+        f"{k}={v}" for k, v in names.selector_labels(store, names.MEMORY_SERVICE).items()
+    )
+    return kube.get("pods", "-n", TENANTS, "-l", selector)["items"]
+
+
+def ready_service_pod(kube: Kube, store: str, not_uid: str | None = None) -> dict[str, Any] | None:
+    """The one memory-service pod, once Ready (and not the pod `not_uid`)."""
+    pods = [p for p in service_pods(kube, store) if p["metadata"].get("deletionTimestamp") is None]
+    if len(pods) != 1 or pods[0]["metadata"]["uid"] == not_uid:
+        return None
+    conditions = {c["type"]: c["status"] for c in pods[0]["status"].get("conditions", [])}
+    return pods[0] if conditions.get("Ready") == "True" else None
+
+
+def store_ready(kube: Kube, store: str, generation: int | None = None) -> dict[str, Any] | None:
+    body = kube.get("mstore", store, "-n", TENANTS)
+    status = body.get("status") or {}
+    if status.get("phase") != "Ready":
+        return None
+    if generation is not None and status.get("observedGeneration") != generation:
+        return None
+    return body
+
+
+def assert_served_by_its_own_probes(pod: dict[str, Any], image: str) -> None:
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == image
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    (state,) = pod["status"]["containerStatuses"]
+    assert state["ready"] is True and state["started"] is True
+    assert "running" in state["state"]
+    assert state["restartCount"] == 0, "a restart would mean a failed probe or a crash"
+
+
+# --- the walk -------------------------------------------------------------------------------
+
+
+def test_the_readme_walk_on_the_real_node(
+    walk_images: WalkImages, real_node: RealNodeRun, tmp_path: Path
+):
+    kube = real_node.kube
+    steps = Steps()
+    try:
+        _walk(kube, real_node, walk_images, steps, tmp_path)
+    except BaseException:
+        diagnose(kube)
+        print(f"\nwalk steps before the failure:\n{steps.summary()}")
+        raise
+    print(
+        f"\nimages: built and saved in {walk_images.seconds:.1f} s; real node up in "
+        f"{real_node.timings['bring_up']:.1f} s\nthe walk:\n{steps.summary()}"
+    )
+
+
+def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_path: Path) -> None:
+    shown = readme()
+    create_ns, install, apply_example, get_stores = shown.commands
+    example_path = ROOT / apply_example[apply_example.index("-f") + 1]
+    example = yaml.safe_load(example_path.read_text())
+    store = example["metadata"]["name"]
+
+    with steps.step("images into the node's containerd (ctr import)"):
+        for archive in built.archives.values():
+            run.node.import_image(archive)
+
+    # a. helm install: the operator as a pod of our image, under the chart's ServiceAccount
+    with steps.step("a. helm install → the operator pod Running"):
+        kube.kubectl(*create_ns[1:])
+        placement = tmp_path / "placement.yaml"
+        placement.write_text(yaml.safe_dump(shown.placement))
+        done = helm(kube, *install[1:], "-f", str(placement))
+        assert f"kubectl apply -n {TENANTS} -f examples/memorystore.yaml" in done.stdout  # NOTES
+        kube.wait_established(CRD_NAME)
+        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=memorystore"
+
+        def operator_ready() -> dict[str, Any] | None:
+            pods = kube.get("pods", "-n", SYSTEM_NS, "-l", selector)["items"]
+            if len(pods) != 1:
+                return None
+            conditions = {c["type"]: c["status"] for c in pods[0]["status"].get("conditions", [])}
+            return pods[0] if conditions.get("Ready") == "True" else None
+
+        operator = wait_for(operator_ready, timeout=180, every=1)
+        name = operator["metadata"]["name"]
+        jsonpath = "{.spec.containers[0].image} {.spec.serviceAccountName} {.spec.nodeName}"
+        shown_pod = kube.kubectl(
+            "get", "pod", name, "-n", SYSTEM_NS, "-o", f"jsonpath={jsonpath}"
+        ).stdout.split()
+        assert shown_pod == [built.operator, RELEASE, NODE_NAME]
+        assert operator["status"]["phase"] == "Running"
+        (state,) = operator["status"]["containerStatuses"]
+        assert state["image"] == built.operator and state["restartCount"] == 0
+        # the very image built from this checkout (its config digest), not a stale one
+        assert state["imageID"].rsplit("@", 1)[-1] == built.ids["operator"], state["imageID"]
+
+    # b. the embedded store: one pod, Ready by its own HTTPS probes
+    with steps.step("b. kubectl apply examples/embedded.yaml → service pod Ready"):
+        example["spec"].setdefault("service", {}).update(copy.deepcopy(shown.placement))
+        at = apply_example.index("-f")
+        kube.kubectl(*apply_example[1 : at + 1], "-", input=yaml.safe_dump(example))
+        body = wait_for(lambda: store_ready(kube, store), timeout=READY_TIMEOUT, every=2)
+        status = body["status"]
+        assert status["endpoint"] == names.memory_endpoint(store, TENANTS)
+        assert status["clientConfigMap"] == names.client_config_map_name(store)
+        assert status["clientSecret"] == names.client_secret_name(store)
+        assert status["agentPodLabel"] == f"{names.CLIENT_POD_LABEL}={store}"
+        pod = ready_service_pod(kube, store)
+        assert pod is not None, "the store is Ready, so its one pod must be"
+        assert_served_by_its_own_probes(pod, built.service)
+        assert pod["spec"]["nodeSelector"] == shown.placement["nodeSelector"]
+        # one pod: no Qdrant workload for the embedded tier
+        assert kube.get("statefulsets", "-n", TENANTS)["items"] == []
+        listed = kube.kubectl(*get_stores[1:]).stdout
+        header, row = listed.splitlines()
+        assert header.split() == ["NAME", "PHASE", "READY", "MODE", "SCOPE", "ENDPOINT", "AGE"]
+        assert row.split()[:6] == [store, "Ready", "True", "both", "user", status["endpoint"]]
+        first_uid = pod["metadata"]["uid"]
+
+    kube.kubectl("create", "configmap", PROGRAM_CM, "-n", TENANTS, f"--from-file={AGENT_PROGRAM}")
+
+    # c. session 1 writes in one agent pod; session 2 recalls in a new one
+    with steps.step("c. agent pod 1 writes (session 1)"):
+        s1 = session(kube, shown, built.service, "agent-s1", "s1", "s1")
+        assert_talked_to_the_store_over_verified_https(s1, store)
+        (saved,) = s1["tool_calls"]
+        assert saved["name"] == "add_memory" and saved["result"].startswith("Saved 3 memories")
+        for fact in FACTS:
+            assert fact in saved["result"]
+        assert s1["answer"].startswith("Got it: dark mode by default, matplotlib")
+    with steps.step("c. agent pod 2 recalls (session 2, a new pod)"):
+        s2 = session(kube, shown, built.service, "agent-s2", "s2", "s2")
+        assert_talked_to_the_store_over_verified_https(s2, store)
+        assert_recalled(s2)
+
+    # d. a new service pod serves the same memories (they live on the PVC)
+    with steps.step("d. service pod deleted → the new pod serves the memories"):
+        kube.kubectl("delete", "pod", pod["metadata"]["name"], "-n", TENANTS, "--wait=true")
+        pod = wait_for(
+            lambda: ready_service_pod(kube, store, not_uid=first_uid),
+            timeout=READY_TIMEOUT,
+            every=2,
+        )
+        assert_served_by_its_own_probes(pod, built.service)
+        s3 = session(kube, shown, built.service, "agent-s3", "s3", "s2")
+        assert_recalled(s3)
+
+    # e. the enforced NetworkPolicy
+    with steps.step("e. NetworkPolicy: unlabelled and other-tenant pods refused"):
+        check_isolation(kube, shown, built.service, store)
+
+    # f. a spec change rolls the service; the memories survive
+    with steps.step("f. spec change rolls the service → memories survive"):
+        checksum = pod["metadata"]["annotations"][names.CONFIG_CHECKSUM_ANNOTATION]
+        rolled_from = pod["metadata"]["uid"]
+        kube.kubectl(
+            "patch", "mstore", store, "-n", TENANTS, "--type=merge",
+            "-p", json.dumps({"spec": {"retrieval": {"candidates": 50}}}),
+        )  # fmt: skip
+        generation = kube.get("mstore", store, "-n", TENANTS)["metadata"]["generation"]
+        pod = wait_for(
+            lambda: ready_service_pod(kube, store, not_uid=rolled_from),
+            timeout=READY_TIMEOUT,
+            every=2,
+        )
+        assert pod["metadata"]["annotations"][names.CONFIG_CHECKSUM_ANNOTATION] != checksum
+        assert_served_by_its_own_probes(pod, built.service)
+        rendered = kube.get("configmap", names.memory_config_map_name(store), "-n", TENANTS)
+        assert yaml.safe_load(rendered["data"]["service.yaml"])["retrieval"]["candidates"] == 50
+        wait_for(lambda: store_ready(kube, store, generation), timeout=120, every=2)
+        s4 = session(kube, shown, built.service, "agent-s4", "s4", "s2")
+        assert_recalled(s4)
+
+    # g. helm uninstall keeps the store, the CRD and the data
+    with steps.step("g. helm uninstall → store, CRD and data remain"):
+        helm(kube, "uninstall", RELEASE, "-n", SYSTEM_NS)
+        wait_for(
+            lambda: not kube.get("pods", "-n", SYSTEM_NS, "-l", selector)["items"],
+            timeout=120,
+            every=1,
+        )
+        assert kube.kubectl("get", "deployment", RELEASE, "-n", SYSTEM_NS, check=False).returncode
+        assert kube.get("crd", CRD_NAME)["metadata"]["name"] == CRD_NAME
+        assert kube.get("mstore", store, "-n", TENANTS)["metadata"]["name"] == store
+        claim = kube.get("pvc", names.memory_data_claim_name(store), "-n", TENANTS)
+        assert claim["status"]["phase"] == "Bound"
+        volume = kube.get("pv", claim["spec"]["volumeName"])
+        folder = Path(volume["spec"]["hostPath"]["path"])
+        files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+        assert "history.db" in files and any(f.startswith("qdrant/") for f in files), files
+        # the facts themselves are on the volume (SQLite history and engine payloads)
+        assert any(b"Hangzhou" in (folder / f).read_bytes() for f in files)
+
+
+# --- e. isolation ----------------------------------------------------------------------------
+
+
+def check_isolation(kube: Kube, shown: Readme, image: str, store: str) -> None:
+    """Long-lived probe pods (so the enforcer has seen each pod before it connects), then
+    connections by Service name and pod IP with a bounded timeout."""
+    kube.kubectl("create", "namespace", OTHER_TENANT)
+    kube.kubectl(
+        "create", "configmap", PROGRAM_CM, "-n", OTHER_TENANT, f"--from-file={AGENT_PROGRAM}"
+    )
+    idle = ["idle"]
+    label = {names.CLIENT_POD_LABEL: store}
+    pods = [
+        (TENANTS, agent_pod(shown, "probe-agent", image, idle, restart="Always")),
+        (TENANTS, agent_pod(shown, "probe-stranger", image, idle, labels={"app": "stranger"},
+                            mounts=False, restart="Always")),
+        # the right label, in another namespace: a podSelector never reaches across
+        (OTHER_TENANT, agent_pod(shown, "probe-impostor", image, idle, labels=label,
+                                 mounts=False, restart="Always")),
+    ]  # fmt: skip
+    for ns, pod in pods:
+        kube.apply(json.dumps(pod), "-n", ns)
+    for ns, pod in pods:
+        kube.kubectl(
+            "wait", "--for=condition=Ready", f"pod/{pod['metadata']['name']}", "-n", ns,
+            "--timeout=180s",
+        )  # fmt: skip
+    service_ip = kube.get("pod", ready_service_pod(kube, store)["metadata"]["name"], "-n", TENANTS)[
+        "status"
+    ]["podIP"]
+    by_name = f"{names.memory_service_name(store)}.{TENANTS}.svc.cluster.local:{names.SERVICE_PORT}"
+    by_ip = f"{service_ip}:{names.SERVICE_PORT}"
+    api = "kubernetes.default.svc.cluster.local:443"
+
+    def probe(ns: str, pod: str, *targets: str) -> list[dict[str, Any]]:
+        out = kube.kubectl(
+            "exec", pod, "-n", ns, "--", "python3", f"{PROGRAM_DIR}/{AGENT_PROGRAM.name}",
+            "probe", *targets, check=False,
+        )  # fmt: skip
+        found = results_in(out.stdout)
+        assert out.returncode in (0, 1) and found, f"exec {ns}/{pod}: {out.stdout}{out.stderr}"
+        return found[0]["probe"]
+
+    def reaches(ns: str, pod: str, target: str) -> bool:
+        return bool(probe(ns, pod, target)[0]["connected"])
+
+    # the store's agent gets in (once the enforcer has its address), by name and by IP
+    wait_for(lambda: reaches(TENANTS, "probe-agent", by_name), timeout=60, every=1)
+    assert all(r["connected"] for r in probe(TENANTS, "probe-agent", by_name, by_ip))
+
+    for ns, pod in ((TENANTS, "probe-stranger"), (OTHER_TENANT, "probe-impostor")):
+        service, direct, control = probe(ns, pod, by_name, by_ip, api)
+        _log(f"{ns}/{pod}: {service} {direct} {control}")
+        # the name resolves (DNS works for it) and the API answers: only the store refuses
+        assert service["address"] == kube.get("svc", names.memory_service_name(store), "-n",
+                                              TENANTS)["spec"]["clusterIP"]  # fmt: skip
+        assert control["connected"], f"{pod}'s network is broken, so its refusal proves nothing"
+        for refused in (service, direct):
+            assert not refused["connected"], f"{ns}/{pod} reached the memory service: {refused}"
+            assert refused["seconds"] < walk_agent.CONNECT_TIMEOUT + 1.5, refused
+
+    # the refusal is the policy's: the stranger, once labelled, gets in; unlabelled, out again
+    kube.kubectl(
+        "label", "pod", "probe-stranger", "-n", TENANTS, f"{names.CLIENT_POD_LABEL}={store}"
+    )
+    wait_for(lambda: reaches(TENANTS, "probe-stranger", by_name), timeout=60, every=1)
+    kube.kubectl("label", "pod", "probe-stranger", "-n", TENANTS, f"{names.CLIENT_POD_LABEL}-")
+    wait_for(lambda: not reaches(TENANTS, "probe-stranger", by_name), timeout=60, every=1)
+    # the labelled agent was never affected
+    assert reaches(TENANTS, "probe-agent", by_name)
+    for ns, pod in pods:
+        kube.kubectl("delete", "pod", pod["metadata"]["name"], "-n", ns, "--wait=false")

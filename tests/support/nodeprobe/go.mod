@@ -1,0 +1,3 @@
+module memorystore.local/nodeprobe
+
+go 1.26

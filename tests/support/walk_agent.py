@@ -1,0 +1,218 @@
+"""The agent program of the Kubernetes walk (tests/e2e/test_walk_real_node.py), run INSIDE
+agent pods of the memory-service image (it carries AgentScope and the middleware), mounted
+from a ConfigMap. Test support, not product: it prints what happened as one JSON line
+prefixed with RESULT_MARK, for the test to read back with `kubectl logs`.
+
+    python3 walk_agent.py session USER SESSION s1|s2   one session of the demo's script
+    python3 walk_agent.py probe HOST:PORT [...]        can this pod open a TCP connection?
+    python3 walk_agent.py idle                         wait (for `kubectl exec … probe`)
+
+`session` builds the factory exactly as an agent process does (`from_env`: the client config
+mounted at /etc/memorystore/client, the key at /etc/memorystore/secrets, MEMORYSTORE_*
+toggles from the pod's env), then a real AgentScope Agent with the scripted stand-in model
+(memorystore.scripted_model, the demo's script): s1 saves facts with add_memory, s2 searches
+and answers from the memory it was sent. Only the standard library is imported for `probe`
+and `idle`, so they start fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import ssl
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+RESULT_MARK = "WALK-RESULT "
+CONNECT_TIMEOUT = 3.0
+NETWORK_WAIT = 60.0  # the enforcer learns a new pod's address within seconds
+
+
+def emit(result: dict[str, Any]) -> None:
+    print(RESULT_MARK + json.dumps(result, ensure_ascii=False), flush=True)
+
+
+def connect(target: str, timeout: float = CONNECT_TIMEOUT) -> dict[str, Any]:
+    """One TCP connection attempt to host:port: resolved address, outcome, time taken."""
+    host, _, port = target.rpartition(":")
+    began = time.monotonic()
+    out: dict[str, Any] = {"target": target}
+    try:
+        address = socket.gethostbyname(host)
+        out["address"] = address
+        with socket.create_connection((address, int(port)), timeout=timeout):
+            out["connected"] = True
+    except OSError as exc:
+        out["connected"] = False
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    out["seconds"] = round(time.monotonic() - began, 3)
+    return out
+
+
+def probe(targets: list[str]) -> int:
+    results = [connect(t) for t in targets]
+    emit({"probe": results})
+    return 0 if all(r["connected"] for r in results) else 1
+
+
+def idle() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+def _host_port(endpoint: str) -> tuple[str, int]:
+    parts = urllib.parse.urlsplit(endpoint)
+    assert parts.hostname is not None
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def wait_for_network(endpoint: str) -> float:
+    """Seconds until the service accepted a TCP connection (bounded): a pod's first packets
+    may leave before the NetworkPolicy enforcer has seen the pod's address."""
+    host, port = _host_port(endpoint)
+    began = time.monotonic()
+    while True:
+        if connect(f"{host}:{port}", timeout=2)["connected"]:
+            return round(time.monotonic() - began, 3)
+        if time.monotonic() - began > NETWORK_WAIT:
+            raise SystemExit(f"walk agent: {host}:{port} unreachable for {NETWORK_WAIT:.0f} s")
+        time.sleep(1)
+
+
+def untrusted_ca_refused(endpoint: str) -> bool:
+    """The service's certificate must NOT verify against the system's CAs (only against the
+    store's own CA from the client ConfigMap): proof that verification really happens."""
+    host, port = _host_port(endpoint)
+    context = ssl.create_default_context()
+    try:
+        with (
+            socket.create_connection((host, port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return False
+    except ssl.SSLCertVerificationError:
+        return True
+
+
+async def session(user: str, session_id: str, which: str) -> dict[str, Any]:
+    from agentscope.agent import Agent
+    from agentscope.event import (
+        ReplyEndEvent,
+        TextBlockDeltaEvent,
+        TextBlockEndEvent,
+        ToolCallDeltaEvent,
+        ToolCallStartEvent,
+        ToolResultTextDeltaEvent,
+    )
+    from agentscope.message import UserMsg
+    from agentscope.state import AgentState
+    from agentscope.tool import Toolkit
+    from agentscope.types import ReplyFinishedReason
+
+    from memorystore import demo
+    from memorystore.middleware import MemoryMiddlewareFactory
+    from memorystore.scripted_model import ScriptedAgentModel
+
+    script = demo.SCRIPTS["en"]
+    events: list[dict[str, Any]] = []
+
+    def observe(event: str, data: dict[str, Any]) -> None:
+        if event == "recall":
+            events.append({"event": "recall", "context": data.get("context") or ""})
+        elif event == "capture":
+            results = [
+                {"event": r.get("event"), "memory": r.get("memory")}
+                for r in data.get("results") or []
+            ]
+            events.append({"event": "capture", "results": results})
+
+    factory = MemoryMiddlewareFactory.from_env(observer=observe)
+    assert factory.cfg is not None, "no client config mounted"
+    cfg = factory.cfg
+    result: dict[str, Any] = {
+        "user": user,
+        "session": session_id,
+        "script": which,
+        "endpoint": cfg.endpoint,
+        "ca_file": cfg.tls.ca_file,
+        "ca_file_exists": bool(cfg.tls.ca_file and Path(cfg.tls.ca_file).is_file()),
+        "verify": cfg.tls.verify,
+        "write_permission": cfg.write_permission,
+        "fail_open": cfg.fail_open,
+    }
+    result["network_wait_seconds"] = wait_for_network(cfg.endpoint)
+    if cfg.endpoint.startswith("https://"):
+        result["untrusted_ca_refused"] = untrusted_ca_refused(cfg.endpoint)
+    turns = demo.scripted_session1(script) if which == "s1" else demo.scripted_session2(script)
+    text = script.session1 if which == "s1" else script.session2
+    model = ScriptedAgentModel(turns)
+    try:
+        middlewares = await factory(user, "assistant", session_id)
+        result["memory_on"] = bool(middlewares)
+        tools = [tool for mw in middlewares for tool in await mw.list_tools()]
+        agent = Agent(
+            name="assistant",
+            system_prompt=demo.SYSTEM_PROMPT,
+            model=model,
+            toolkit=Toolkit(tools=tools),
+            middlewares=middlewares,
+            state=AgentState(session_id=session_id),
+        )
+        names: dict[str, str] = {}
+        arguments: dict[str, str] = {}
+        outputs: dict[str, str] = {}
+        texts: dict[str, str] = {}
+        answer, finished = "", None
+        async for event in agent.reply_stream(UserMsg(name=user, content=text)):
+            if isinstance(event, ToolCallStartEvent):
+                names[event.tool_call_id] = event.tool_call_name
+            elif isinstance(event, ToolCallDeltaEvent):
+                arguments[event.tool_call_id] = arguments.get(event.tool_call_id, "") + event.delta
+            elif isinstance(event, ToolResultTextDeltaEvent):
+                outputs[event.tool_call_id] = outputs.get(event.tool_call_id, "") + event.delta
+            elif isinstance(event, TextBlockDeltaEvent):
+                texts[event.block_id] = texts.get(event.block_id, "") + event.delta
+            elif isinstance(event, TextBlockEndEvent):
+                answer = event.text if event.text is not None else texts.get(event.block_id, "")
+            elif isinstance(event, ReplyEndEvent):
+                finished = event.finished_reason
+        await factory.drain()  # the write-back runs after the reply
+        result["completed"] = finished == ReplyFinishedReason.COMPLETED
+        result["tool_calls"] = [
+            {"name": names[i], "arguments": arguments.get(i, ""), "result": outputs.get(i, "")}
+            for i in names
+        ]
+        result["answer"] = answer
+        # what memory reached the model on its last call: the recall hint and tool results
+        last = model.calls[-1].messages if model.calls else []
+        result["memory_seen_by_model"] = demo._memory_seen(last)
+        result["events"] = events
+    finally:
+        await factory.aclose()
+    return result
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    if command == "probe":
+        return probe(rest)
+    if command == "idle":
+        return idle()
+    if command == "session" and len(rest) == 3:
+        emit(asyncio.run(session(*rest)))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
