@@ -186,19 +186,33 @@ def _day(when: dt.datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _pair_problem(
+    cert_pem: str | None, key_pem: str | None, what: str, cert_name: str, key_name: str
+) -> tuple[str, x509.Certificate | None]:
+    """(why the stored pair is unusable, None) or ("", the certificate): present, parsable,
+    and the key belongs to the certificate."""
+    if not cert_pem or not key_pem:
+        return f"there is no {what} yet", None
+    cert, key = _load_cert(cert_pem), _load_key(key_pem)
+    if cert is None:
+        return f"the stored {cert_name} cannot be parsed", None
+    if key is None:
+        return (
+            f"the stored {key_name} cannot be parsed (an unencrypted EC or RSA key is expected)",
+            None,
+        )
+    if not _same_public_key(cert, key):
+        return f"the stored {key_name} does not belong to the stored {cert_name}", None
+    return "", cert
+
+
 def ca_problem(
     cert_pem: str | None, key_pem: str | None, now: dt.datetime, min_remaining: dt.timedelta
 ) -> str | None:
     """Why the stored CA cannot sign the next serving certificate (None: it can)."""
-    if not cert_pem or not key_pem:
-        return "there is no CA yet"
-    cert, key = _load_cert(cert_pem), _load_key(key_pem)
+    problem, cert = _pair_problem(cert_pem, key_pem, "CA", "CA certificate", "CA key")
     if cert is None:
-        return "the stored CA certificate cannot be parsed"
-    if key is None:
-        return "the stored CA key cannot be parsed (an unencrypted EC or RSA key is expected)"
-    if not _same_public_key(cert, key):
-        return "the stored CA key does not belong to the stored CA certificate"
+        return problem
     try:
         constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
     except x509.ExtensionNotFound:
@@ -220,15 +234,9 @@ def serving_problem(
     duration: dt.timedelta,
 ) -> str | None:
     """Why the stored serving certificate must be (re-)issued (None: keep it)."""
-    if not cert_pem or not key_pem:
-        return "there is no serving certificate yet"
-    cert, key = _load_cert(cert_pem), _load_key(key_pem)
+    problem, cert = _pair_problem(cert_pem, key_pem, "serving certificate", "certificate", "key")
     if cert is None:
-        return "the stored certificate cannot be parsed"
-    if key is None:
-        return "the stored key cannot be parsed (an unencrypted EC or RSA key is expected)"
-    if not _same_public_key(cert, key):
-        return "the stored key does not belong to the stored certificate"
+        return problem
     ca_cert = _load_cert(ca_cert_pem)
     if ca_cert is None:
         return "the CA certificate cannot be parsed"
