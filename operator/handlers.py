@@ -122,8 +122,11 @@ async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, Me
         bad = Observed(owner.generation, spec.suspend, spec_error=str(exc))
         return "invalid_spec", compute_status(bad, previous, _now())
     await apply.apply_all(client, children)
-    observed = replace(await _observe(client, owner, spec), service_key=service_key.status())
-    observed = replace(observed, tls_pending=tls.pending)
+    observed = replace(
+        await _observe(client, owner, spec),
+        service_key=service_key.status(),
+        tls_pending=tls.pending,
+    )
     return "applied", compute_status(observed, previous, _now())
 
 
