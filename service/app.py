@@ -86,6 +86,17 @@ class Page(BaseModel):
     previous: str | None
     results: list[dict[str, Any]]
 
+    @classmethod
+    def of(
+        cls, request: Request, total: int, page: int, page_size: int, rows: list[dict[str, Any]]
+    ) -> Page:
+        def link(p: int) -> str | None:
+            if p < 1 or (p - 1) * page_size >= total:
+                return None
+            return str(request.url.include_query_params(page=p, page_size=page_size))
+
+        return cls(count=total, next=link(page + 1), previous=link(page - 1), results=rows)
+
 
 class Problem(BaseModel):
     """Every error body: `detail` names the field or value at fault."""
@@ -255,13 +266,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             )
         scope, _ = scoped(body, body.filters)
         total, rows = await engine.list(scope, page, page_size)
-
-        def link(p: int) -> str | None:
-            if p < 1 or (p - 1) * page_size >= total:
-                return None
-            return str(request.url.include_query_params(page=p, page_size=page_size))
-
-        return Page(count=total, next=link(page + 1), previous=link(page - 1), results=rows)
+        return Page.of(request, total, page, page_size, rows)
 
     @api.get("/v1/memories/{memory_id}/")
     async def get_one(memory_id: str, scope: QueryScope) -> dict[str, Any]:
@@ -301,13 +306,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         """Users, agents and runs with their memory counts, a page at a time."""
         check_k(page_size, "page_size")
         total, rows = await engine.entities(page, page_size)
-
-        def link(p: int) -> str | None:
-            if p < 1 or (p - 1) * page_size >= total:
-                return None
-            return str(request.url.include_query_params(page=p, page_size=page_size))
-
-        return Page(count=total, next=link(page + 1), previous=link(page - 1), results=rows)
+        return Page.of(request, total, page, page_size, rows)
 
     @api.delete("/v2/entities/{entity_type}/{name}/")
     async def delete_entity(
