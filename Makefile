@@ -27,8 +27,11 @@ demo: install
 
 # Lint, build (or reuse) the pinned Kubernetes binaries, then every test: unit, integration
 # and the cluster tests on a local control plane (or on $$KUBECONFIG when it is set).
+# pytest-xdist workers: the machine-level tests and the simulated-node cluster tests each stay
+# in one worker, the rest fill the gaps (tests/conftest.py). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= auto
 test: install lint tools node-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses=4
 
 # Debian packages the machine-level tests need: the image builds (a private dockerd, a
 # debootstrapped base) and the real node. One list: add packages here, not in a new target.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +22,9 @@ from support.real_node import RealNodeRun, real_node_run
 
 def _log(line: str) -> None:
     print(f"[cluster] {line}", file=sys.__stderr__, flush=True)
+    if path := os.environ.get("MEMORYSTORE_TEST_LOG"):  # pytest-xdist workers' stderr is lost
+        with open(path, "a") as out:
+            print(f"{time.strftime('%H:%M:%S')} [cluster] {line}", file=out)
 
 
 @pytest.fixture(scope="session")

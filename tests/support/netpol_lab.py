@@ -138,8 +138,7 @@ def probe(src: Node, dst: Node, proto: str, port: int, timeout: float = 2.0) -> 
                 sock.connect((dst.ip, port))
                 data = sock.recv(len(REPLY))
             else:
-                sock.sendto(b"ping", (dst.ip, port))
-                data, _ = sock.recvfrom(64)
+                data = _udp_exchange(sock, (dst.ip, port), timeout)
         except TimeoutError:
             return False
         except OSError as exc:
@@ -147,6 +146,21 @@ def probe(src: Node, dst: Node, proto: str, port: int, timeout: float = 2.0) -> 
     if data != REPLY:
         raise ProbeError(f"{proto} {src.ip} → {dst.ip}:{port}: unexpected reply {data!r}")
     return True
+
+
+def _udp_exchange(sock: socket.socket, address: tuple[str, int], timeout: float) -> bytes:
+    """One datagram, sent again once halfway through `timeout` when nothing came back.
+
+    TCP retransmits its SYN by itself within a probe's timeout; a lone UDP datagram lost
+    on a busy machine would read as "denied". Two sends give UDP the same second chance; a
+    dropped flow still drops both (same source port, same verdict)."""
+    sock.settimeout(timeout / 2)
+    sock.sendto(b"ping", address)
+    try:
+        return sock.recvfrom(64)[0]
+    except TimeoutError:
+        sock.sendto(b"ping", address)  # the second chance; a second timeout is the verdict
+        return sock.recvfrom(64)[0]
 
 
 def probe_all(pairs: Sequence[tuple[Node, Node, str, int]], timeout: float = 2.0) -> list[bool]:
