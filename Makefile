@@ -14,12 +14,13 @@ export MEM0_TELEMETRY := False
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml dev/pyproject.toml requirements.lock
 	@echo "== installing pinned dependencies into $(VENV) (uv cache: ~/.cache/uv)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e dev/
 	@touch $@
 
 demo: install

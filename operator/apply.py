@@ -23,9 +23,8 @@ from lightkube.resources.core_v1 import PersistentVolumeClaim, Secret
 from lightkube.types import PatchType
 
 from memorystore.operator import keys, names, tls
-from memorystore.operator.builders import (
-    Keys,
-    Owner,
+from memorystore.operator.builders.model import Keys, Owner
+from memorystore.operator.builders.secrets import (
     ca_secret,
     keys_secret,
     service_key_secret,

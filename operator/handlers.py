@@ -31,16 +31,10 @@ from pydantic import ValidationError
 
 from memorystore.config import format_validation_error
 from memorystore.operator import apply, isolation, names
-from memorystore.operator.builders import (
-    Images,
-    Keys,
-    Owner,
-    SpecError,
-    check_spec,
-    desired_children,
-    expected_workloads,
-    owns_data,
-)
+from memorystore.operator.builders import desired_children, expected_workloads
+from memorystore.operator.builders.common import owns_data
+from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.operator.keys import Change, ServiceKeyState, describe
 from memorystore.operator.metrics import DURATION, KEY_CHANGES, RECONCILES
 from memorystore.operator.status import AGENT_PODS_ISOLATED, Observed, Workload, compute_status
@@ -104,23 +98,22 @@ async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, Me
         bad = Observed(owner.generation, False, spec_error=format_validation_error(exc))
         return "invalid_spec", compute_status(bad, previous, _now())
     try:
-        check_spec(owner, spec)  # before anything is written
-        keys = await apply.ensure_keys(client, owner, owns_data(spec))
-        # Buildable before the service key may rotate: a rotated key must reach the client
-        # Secret in the same reconcile, never be left behind by a spec error.
-        desired_children(owner, spec, IMAGES, keys)
-        service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
-        tls = await apply.ensure_tls(client, owner, spec, owns_data(spec), dt.datetime.now(dt.UTC))
-        children = desired_children(
-            owner,
-            spec,
-            IMAGES,
-            replace(keys, service_api_key=service_key.current),
-            ca_cert=tls.ca_cert,
-        )
+        # The one check, before anything is written: the builders below cannot refuse the
+        # spec, so a rotated service key always reaches the client Secret in this reconcile.
+        check_spec(owner, spec)
     except SpecError as exc:
         bad = Observed(owner.generation, spec.suspend, spec_error=str(exc))
         return "invalid_spec", compute_status(bad, previous, _now())
+    keys = await apply.ensure_keys(client, owner, owns_data(spec))
+    service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
+    tls = await apply.ensure_tls(client, owner, spec, owns_data(spec), dt.datetime.now(dt.UTC))
+    children = desired_children(
+        owner,
+        spec,
+        IMAGES,
+        replace(keys, service_api_key=service_key.current),
+        ca_cert=tls.ca_cert,
+    )
     await apply.apply_all(client, children)
     observed = replace(
         await _observe(client, owner, spec),

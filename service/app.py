@@ -23,9 +23,9 @@ from memorystore.service.auth import KeyRing
 from memorystore.service.engine import (
     ID_PATTERN,
     MAX_ID_CHARS,
+    EntityIds,
     MemoryEngine,
     NotFound,
-    Scope,
     id_problem,
 )
 from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
@@ -65,17 +65,19 @@ QueryId = Annotated[
 ]
 
 
-def query_scope(user_id: QueryId = None, agent_id: QueryId = None, run_id: QueryId = None) -> Scope:
+def query_entity_ids(
+    user_id: QueryId = None, agent_id: QueryId = None, run_id: QueryId = None
+) -> EntityIds:
     """Entity ids given as query parameters (calls on one memory, delete by entity).
 
     A parameter given empty or invalid (`?user_id=`, `?user_id=*`) is refused with 422, never
     read as absent. None given at all is the empty scope: the calls on one memory accept it
     (the id is the capability, see MemoryEngine._owned); delete by entity refuses it.
     """
-    return Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+    return EntityIds(user_id=user_id, agent_id=agent_id, run_id=run_id)
 
 
-QueryScope = Annotated[Scope, Depends(query_scope)]
+EntityIdsQuery = Annotated[EntityIds, Depends(query_entity_ids)]
 
 
 class Page(BaseModel):
@@ -167,7 +169,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         if value > limits.max_top_k:
             raise HTTPException(422, f"{field} must be at most {limits.max_top_k}")
 
-    def scoped(body: Any, filters: dict[str, Any] | None) -> tuple[Scope, dict[str, Any]]:
+    def scoped(body: Any, filters: dict[str, Any] | None) -> tuple[EntityIds, dict[str, Any]]:
         try:
             return split_scope(body, filters)
         except ScopeError as exc:
@@ -269,11 +271,13 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         return Page.of(request, total, page, page_size, rows)
 
     @api.get("/v1/memories/{memory_id}/")
-    async def get_one(memory_id: str, scope: QueryScope) -> dict[str, Any]:
+    async def get_one(memory_id: str, scope: EntityIdsQuery) -> dict[str, Any]:
         return await engine.get(memory_id, scope)
 
     @api.put("/v1/memories/{memory_id}/")
-    async def update_one(memory_id: str, body: UpdateRequest, scope: QueryScope) -> dict[str, Any]:
+    async def update_one(
+        memory_id: str, body: UpdateRequest, scope: EntityIdsQuery
+    ) -> dict[str, Any]:
         if body.text is None and body.metadata is None:
             raise HTTPException(422, "give `text` or `metadata` to update")
         if body.text is not None:
@@ -282,19 +286,19 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         return await engine.update(memory_id, scope, body.text, body.metadata)
 
     @api.delete("/v1/memories/{memory_id}/")
-    async def delete_one(memory_id: str, scope: QueryScope) -> dict[str, Any]:
+    async def delete_one(memory_id: str, scope: EntityIdsQuery) -> dict[str, Any]:
         await engine.delete(memory_id, scope)
         return {"message": "Memory deleted successfully!"}
 
     @api.delete("/v1/memories/")
-    async def delete_by_entity(scope: QueryScope) -> dict[str, Any]:
+    async def delete_by_entity(scope: EntityIdsQuery) -> dict[str, Any]:
         if not scope:
             raise HTTPException(400, "a scope is required: give user_id, agent_id or run_id")
         deleted = await engine.delete_all(scope)
         return {"message": "Memories deleted successfully!", "deleted": deleted}
 
     @api.get("/v1/memories/{memory_id}/history/")
-    async def history(memory_id: str, scope: QueryScope) -> list[dict[str, Any]]:
+    async def history(memory_id: str, scope: EntityIdsQuery) -> list[dict[str, Any]]:
         return await engine.history(memory_id, scope)
 
     @api.get("/v1/entities/")
@@ -325,7 +329,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         key = ENTITY_TYPES.get(entity_type)
         if key is None:
             raise HTTPException(400, f"entity type {entity_type!r} is not one of user, agent, run")
-        deleted = await engine.delete_all(Scope(**{key: name}))
+        deleted = await engine.delete_all(EntityIds(**{key: name}))
         return {"message": "Entity deleted successfully.", "deleted": deleted}
 
     app.include_router(api)

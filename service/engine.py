@@ -1,64 +1,48 @@
 """mem0 underneath the service: one AsyncMemory per process, wired from the ServiceConfig.
 
-mem0's factories and config validators only accept providers from hard-coded lists, and
-none of them knows the embedded Qdrant engine or the offline embedders. The shim is small:
-our classes are added to the factories' `provider_to_class` dicts (what mem0's own
-`LlmFactory.register_provider` does for LLMs) and the matching config objects are built
-with `model_construct`, which skips only the whitelist check.
+Whatever depends on mem0's internals (provider registration, configs built past its
+whitelists, the Qdrant server store, private attributes) is in `mem0_seam`; this module uses
+mem0's public API and the seam's functions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import logging
 import unicodedata
 import uuid
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-import qdrant_edge as qe
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
-from mem0.embeddings.configs import EmbedderConfig
-from mem0.llms.base import LLMBase
-from mem0.llms.configs import LlmConfig
-from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
-from mem0.vector_stores.configs import VectorStoreConfig
-from mem0.vector_stores.qdrant import Qdrant
-from pydantic import BaseModel
-from qdrant_client.models import (
-    FieldCondition,
-    Filter,
-    HasIdCondition,
-    IsEmptyCondition,
-    MatchValue,
-    PayloadField,
-    SparseVector,
-)
 
 from memorystore.config import ServiceConfig
-from memorystore.service.edge_store import (
-    IDENTITY_KEYS,
-    OWNER_KEY,
-    confined_to_no_user,
-    literal_id,
-    refuse_nested_identity,
-)
+from memorystore.service.edge_store import IDENTITY_KEYS, OWNER_KEY
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.keyed_locks import KeyedLocks
+from memorystore.service.mem0_seam import (
+    EDGE_PROVIDER,
+    MEM0_PAYLOAD_KEYS,
+    NO_LLM_PROVIDER,
+    OFFLINE_EMBEDDER_PROVIDERS,
+    PROMOTED_KEYS,
+    SERVER_PROVIDER,
+    EdgeStoreConfig,
+    ServerStoreConfig,
+    create_memory,
+    embedder_config,
+    history_connection,
+    llm_config,
+    memory_config,
+    memory_hash,
+    memory_item,
+    opened_entity_store,
+    vector_store_config,
+)
 from memorystore.service.retrieval import PREV_KEY, Hit, fuse, index_texts, line
 from memorystore.spec import EmbedderProvider, LLMProvider
-
-log = logging.getLogger(__name__)
-# mem0 warns on first use that spaCy is missing. Its lemmatiser and entity boosts need
-# spaCy models that are not on PyPI (downloaded at run time), so they stay off by design.
-logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 ENTITY_KEYS = IDENTITY_KEYS
@@ -70,153 +54,22 @@ ID_PATTERN = r"^(?:[^*\s\x00-\x1f\x7f-\x9f]|[^\s\x00-\x1f\x7f-\x9f]{2,})$"
 # characters no id may contain: invisible (control, format) or not storable (lone surrogates)
 _REFUSED_CATEGORIES = {"Cc": "a control", "Cf": "a format", "Cs": "a surrogate"}
 CHAIN_SCOPES = 10_000  # scopes whose last memory is remembered for context and prev_id
-EDGE_PROVIDER = "memorystore-edge"
-SERVER_PROVIDER = "memorystore-qdrant"
-NO_LLM_PROVIDER = "memorystore-none"
-
-
-class NoLLM(LLMBase):
-    """Stands in for 'no extraction model': the service never calls it (infer is forced off)."""
-
-    def __init__(self, config: Any = None) -> None:
-        super().__init__(config)
-
-    def generate_response(self, messages: list[dict[str, str]], **_: Any) -> str:
-        raise RuntimeError("no extraction model is configured (llm is unset)")
-
-
-class _OfflineBm25:
-    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download).
-
-    mem0 reads `.indices.tolist()` / `.values.tolist()` off each result, as from fastembed.
-    """
-
-    def __init__(self) -> None:
-        self.model = qe.Bm25()
-
-    def embed(self, texts: list[str]) -> Iterable[Any]:
-        for text in texts:
-            vector = self.model.embed_document(text)
-            yield SimpleNamespace(
-                indices=np.asarray(vector.indices), values=np.asarray(vector.values)
-            )
-
-
-class ServerQdrant(Qdrant):
-    """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
-
-    mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
-    encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
-    embedded store is used instead, so hybrid retrieval works the same on both.
-    """
-
-    def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
-        if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
-            return FieldCondition(key=key, match=MatchValue(value=literal_id(key, value)))
-        return super()._build_field_condition(key, value)
-
-    def _create_filter(self, filters: dict[str, Any]) -> Filter | None:
-        """mem0's translation with the embedded store's identity rules (edge_store._create_filter).
-
-        mem0 recurses through this method for AND/OR/NOT items; identity keys were refused
-        there by the top-level call, so the confinement below applies to the top level only.
-        """
-        if filters:
-            refuse_nested_identity(filters)
-        built = super()._create_filter(filters)
-        if not filters or not confined_to_no_user(filters):
-            return built
-        empty = IsEmptyCondition(is_empty=PayloadField(key=OWNER_KEY))
-        return Filter(must=[empty] if built is None else [built, empty])
-
-    def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
-        hits = self.client.facet(self.collection_name, key=key, limit=limit, exact=True).hits
-        return {hit.value: hit.count for hit in hits}
-
-    def _get_bm25_encoder(self) -> Any:
-        if self._bm25_encoder is None:
-            self._bm25_encoder = _OfflineBm25()
-        return self._bm25_encoder
-
-    def keyword_search(
-        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
-    ) -> list[Any] | None:
-        if not self._has_bm25_slot:
-            return None
-        terms = self._get_bm25_encoder().model.embed_query(query)
-        sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
-        hits = self.client.query_points(
-            collection_name=self.collection_name,
-            query=sparse,
-            using="bm25",
-            query_filter=self._create_filter(filters) if filters else None,
-            limit=top_k,
-        )
-        return hits.points
-
-    def cosine(
-        self, vectors: list[float], ids: list[str], filters: dict[str, Any] | None = None
-    ) -> dict[str, float]:
-        if not ids:
-            return {}
-        scope = self._create_filter(filters) if filters else None
-        only = Filter(must=[HasIdCondition(has_id=list(ids)), *([scope] if scope else [])])
-        hits = self.client.query_points(
-            collection_name=self.collection_name, query=vectors, query_filter=only, limit=len(ids)
-        )
-        return {str(hit.id): hit.score for hit in hits.points}
-
-    def count(self, filters: dict[str, Any] | None = None) -> int:
-        flt = self._create_filter(filters) if filters else None
-        return self.client.count(self.collection_name, count_filter=flt, exact=True).count
-
-    def close(self) -> None:
-        self.client.close()
-
-
-class EdgeStoreConfig(BaseModel):
-    collection_name: str
-    embedding_model_dims: int
-    path: str
-    keyword_search: bool = False
-
-
-class ServerStoreConfig(BaseModel):
-    collection_name: str
-    embedding_model_dims: int
-    url: str
-    api_key: str | None = None
-
-
-def _register_providers() -> None:
-    for name, cls in OFFLINE_EMBEDDERS.items():
-        EmbedderFactory.provider_to_class[f"memorystore-{name}"] = (
-            f"{cls.__module__}.{cls.__name__}"
-        )
-    VectorStoreFactory.provider_to_class[EDGE_PROVIDER] = (
-        "memorystore.service.edge_store.EdgeVectorStore"
-    )
-    VectorStoreFactory.provider_to_class[SERVER_PROVIDER] = (
-        f"{ServerQdrant.__module__}.{ServerQdrant.__name__}"
-    )
-    LlmFactory.register_provider(NO_LLM_PROVIDER, f"{NoLLM.__module__}.{NoLLM.__name__}")
 
 
 def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
     """Translate our config into mem0's, resolving secrets (fails at start-up, naming fields)."""
-    _register_providers()
     emb = cfg.embedder
     dims = emb.vector_size()
     if emb.provider in OFFLINE_EMBEDDERS:
-        embedder = EmbedderConfig.model_construct(
-            provider=f"memorystore-{emb.provider}",
-            config={"embedding_dims": dims, "model_kwargs": {"threads": emb.threads}},
+        embedder = embedder_config(
+            OFFLINE_EMBEDDER_PROVIDERS[emb.provider],
+            {"embedding_dims": dims, "model_kwargs": {"threads": emb.threads}},
         )
     else:
         key = emb.api_key.resolve("embedder.apiKey").get_secret_value() if emb.api_key else None
         if emb.provider == EmbedderProvider.OLLAMA:
             conf = {"model": emb.model, "ollama_base_url": emb.base_url, "embedding_dims": dims}
-            embedder = EmbedderConfig(provider="ollama", config=conf)
+            embedder = embedder_config("ollama", conf)
         else:
             base = emb.base_url or (
                 DASHSCOPE_COMPATIBLE_URL if emb.provider == EmbedderProvider.DASHSCOPE else None
@@ -224,84 +77,62 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
             conf = {"model": emb.model, "api_key": key, "embedding_dims": dims}
             if base:
                 conf["openai_base_url"] = base
-            embedder = EmbedderConfig(provider="openai", config=conf)
+            embedder = embedder_config("openai", conf)
 
     if cfg.llm is None:
-        llm = LlmConfig.model_construct(provider=NO_LLM_PROVIDER, config={})
+        llm = llm_config(NO_LLM_PROVIDER, {})
     else:
         key = cfg.llm.api_key.resolve("llm.apiKey").get_secret_value() if cfg.llm.api_key else None
         conf = {"model": cfg.llm.model, "api_key": key, "temperature": cfg.llm.temperature}
         if cfg.llm.provider == LLMProvider.OLLAMA:
             conf.pop("api_key")
             conf["ollama_base_url"] = cfg.llm.base_url
-            llm = LlmConfig(provider="ollama", config=conf)
+            llm = llm_config("ollama", conf)
         else:
             base = cfg.llm.base_url or (
                 DASHSCOPE_COMPATIBLE_URL if cfg.llm.provider == LLMProvider.DASHSCOPE else None
             )
             if base:
                 conf["openai_base_url"] = base
-            llm = LlmConfig(provider="openai", config=conf)
+            llm = llm_config("openai", conf)
 
     vs = cfg.vector_store
-    store: BaseModel
     if vs.embedded is not None:
         path = cfg.path_in_data_dir(vs.embedded.path, "qdrant")
-        store = EdgeStoreConfig(
-            collection_name=vs.collection,
-            embedding_model_dims=dims,
-            path=str(path),
-            keyword_search=cfg.retrieval.hybrid,
+        store = vector_store_config(
+            EDGE_PROVIDER,
+            EdgeStoreConfig(
+                collection_name=vs.collection,
+                embedding_model_dims=dims,
+                path=str(path),
+                keyword_search=cfg.retrieval.hybrid,
+            ),
         )
-        provider = EDGE_PROVIDER
     else:
         assert vs.server is not None
         key = vs.server.api_key.resolve("vectorStore.server.apiKey") if vs.server.api_key else None
-        store = ServerStoreConfig(
-            collection_name=vs.collection,
-            embedding_model_dims=dims,
-            url=vs.server.url,
-            api_key=key.get_secret_value() if key else None,
+        store = vector_store_config(
+            SERVER_PROVIDER,
+            ServerStoreConfig(
+                collection_name=vs.collection,
+                embedding_model_dims=dims,
+                url=vs.server.url,
+                api_key=key.get_secret_value() if key else None,
+            ),
         )
-        provider = SERVER_PROVIDER
     history = cfg.path_in_data_dir(cfg.history.path, "history.db")
     history.parent.mkdir(parents=True, exist_ok=True)
-    # model_construct all the way down: pydantic re-runs the nested whitelist validators
-    # otherwise. Every part was validated above, by our models or mem0's own.
-    return MemoryConfig.model_construct(
-        vector_store=VectorStoreConfig.model_construct(provider=provider, config=store),
-        llm=llm,
-        embedder=embedder,
-        history_db_path=str(history),
-    )
+    return memory_config(store, llm, embedder, str(history))
 
 
-# payload keys mem0 keeps out of a memory's `metadata` (as in its own search results)
-_CORE_KEYS = {"data", "hash", "created_at", "updated_at", "text_lemmatized", PREV_KEY}
-_PROMOTED_KEYS = ("user_id", "agent_id", "run_id", "actor_id", "role", "attributed_to")
 # what a request's metadata may not set: the scope, and every key the service or mem0 writes
 # or promotes into a memory's top level (so metadata cannot spoof them)
-RESERVED_METADATA_KEYS = frozenset({*_CORE_KEYS, *_PROMOTED_KEYS, "expiration_date", "id"})
+RESERVED_METADATA_KEYS = frozenset(
+    {*MEM0_PAYLOAD_KEYS, PREV_KEY, *PROMOTED_KEYS, "expiration_date", "id"}
+)
 
 
-def _memory_item(memory_id: str, score: float, payload: dict[str, Any]) -> dict[str, Any]:
-    """A search result shaped like mem0's (`MemoryItem` + promoted keys + metadata)."""
-    item: dict[str, Any] = {
-        "id": memory_id,
-        "memory": payload.get("data", ""),
-        "hash": payload.get("hash"),
-        "created_at": payload.get("created_at"),
-        "updated_at": payload.get("updated_at"),
-        "score": score,
-    }
-    item.update({key: payload[key] for key in _PROMOTED_KEYS if key in payload})
-    extra = {k: v for k, v in payload.items() if k not in _CORE_KEYS and k not in _PROMOTED_KEYS}
-    if extra:
-        item["metadata"] = extra
-    return item
-
-
-def _tune_history_db(db: Any) -> None:
+def _tune_history_db(memory: AsyncMemory) -> None:
     """WAL + synchronous=NORMAL on mem0's history connection.
 
     mem0 opens SQLite with the defaults (rollback journal, fsync on every commit): 10–20 ms
@@ -309,10 +140,10 @@ def _tune_history_db(db: Any) -> None:
     crash; a power loss may drop the last commits, the same bound as the embedded vector
     store's unflushed WAL. The busy timeout covers a second process reading the file.
     """
-    with db._lock:
-        db.connection.execute("PRAGMA journal_mode=WAL")
-        db.connection.execute("PRAGMA synchronous=NORMAL")
-        db.connection.execute("PRAGMA busy_timeout=5000")
+    with history_connection(memory) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA busy_timeout=5000")
 
 
 class NotFound(LookupError):
@@ -373,7 +204,7 @@ def check_id(value: object, field: str) -> str:
 
 
 @dataclass(frozen=True)
-class Scope:
+class EntityIds:
     """The entity ids a request is confined to, matched literally; at least one is required.
 
     With a user_id: that user's memories, narrowed by agent_id/run_id if given (mem0's
@@ -409,12 +240,12 @@ class Scope:
 def _owner_lock(payload: dict[str, Any]) -> Hashable:
     """The lock key of the scope a stored memory belongs to (what `add` holds for that scope).
 
-    Memories written before the id grammar may carry ids no Scope accepts; no request can
+    Memories written before the id grammar may carry ids no EntityIds accepts; no request can
     name their scope either, so any distinct key serves.
     """
     ids = {key: payload.get(key) for key in ENTITY_KEYS}
     try:
-        return Scope(**ids)
+        return EntityIds(**ids)
     except (InvalidId, TypeError):
         return ("unscoped", repr(ids))
 
@@ -425,7 +256,7 @@ class MemoryEngine:
     def __init__(self, cfg: ServiceConfig) -> None:
         self.cfg = cfg
         self.memory = AsyncMemory(mem0_config(cfg))
-        _tune_history_db(self.memory.db)
+        _tune_history_db(self.memory)
         self.infer_available = cfg.llm is not None
         # mem0's md5 dedup is read-then-write (mem0 issue 6515), and so is ours for raw text:
         # extraction runs one at a time per scope (its facts are unknown in advance); a raw
@@ -434,7 +265,7 @@ class MemoryEngine:
         # the last memory written per scope (id, line): the next one's context and prev_id.
         # Bounded (least recently written scopes go first); a scope that falls out, like a
         # restart, starts a new chain.
-        self._last: OrderedDict[Scope, tuple[str, str]] = OrderedDict()
+        self._last: OrderedDict[EntityIds, tuple[str, str]] = OrderedDict()
         retrieval = cfg.retrieval
         self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
 
@@ -445,7 +276,7 @@ class MemoryEngine:
     async def add(
         self,
         messages: list[dict[str, Any]],
-        scope: Scope,
+        scope: EntityIds,
         metadata: dict[str, Any] | None,
         infer: bool,
     ) -> list[dict[str, Any]]:
@@ -458,14 +289,14 @@ class MemoryEngine:
         return await self._add_raw(messages, scope, metadata)
 
     async def _add_raw(
-        self, messages: list[dict[str, Any]], scope: Scope, metadata: dict[str, Any] | None
+        self, messages: list[dict[str, Any]], scope: EntityIds, metadata: dict[str, Any] | None
     ) -> list[dict[str, Any]]:
         """Store each non-system message as one memory; an identical text in scope is kept once."""
         results: list[dict[str, Any]] = []
         for msg in messages:
             if msg["role"] == "system":
                 continue
-            digest = hashlib.md5(msg["content"].encode()).hexdigest()
+            digest = memory_hash(msg["content"])
             async with self._locks.hold((scope, digest)):
                 existing = await asyncio.to_thread(
                     self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
@@ -478,9 +309,9 @@ class MemoryEngine:
         return results
 
     async def _insert_raw(
-        self, msg: dict[str, Any], scope: Scope, metadata: dict[str, Any]
+        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any]
     ) -> dict[str, Any]:
-        """mem0's `infer=False` insert (its `_create_memory`), with our index texts.
+        """mem0's `infer=False` insert (`mem0_seam.create_memory`), with our index texts.
 
         The memory keeps mem0's payload (data, hash, timestamps, role, actor_id) and history
         row; what differs is what is embedded and keyword-indexed (`service/retrieval.py`) and
@@ -502,35 +333,12 @@ class MemoryEngine:
             self.cfg.retrieval,
         )
         vector = await asyncio.to_thread(self.memory.embedding_model.embed, texts.dense, "add")
-        now = datetime.now(UTC).isoformat()
-        payload = {
-            **metadata,
-            **scope.filters(),
-            "role": msg["role"],
-            "data": content,
-            "hash": hashlib.md5(content.encode()).hexdigest(),
-            "created_at": now,
-            "updated_at": now,
-            "text_lemmatized": texts.lexical,
-        }
+        fields = {**metadata, **scope.filters(), "role": msg["role"]}
         if name:
-            payload["actor_id"] = name
+            fields["actor_id"] = name
         if previous:
-            payload[PREV_KEY] = previous[0]
-        await asyncio.to_thread(
-            self.store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
-        )
-        await asyncio.to_thread(
-            self.memory.db.add_history,
-            memory_id,
-            None,
-            content,
-            "ADD",
-            created_at=now,
-            updated_at=now,
-            actor_id=name,
-            role=msg["role"],
-        )
+            fields[PREV_KEY] = previous[0]
+        await create_memory(self.memory, memory_id, vector, content, texts.lexical, fields)
         return {
             "id": memory_id,
             "memory": content,
@@ -542,7 +350,7 @@ class MemoryEngine:
     async def search(
         self,
         query: str,
-        scope: Scope,
+        scope: EntityIds,
         top_k: int,
         threshold: float,
         extra_filters: dict[str, Any] | None = None,
@@ -555,7 +363,7 @@ class MemoryEngine:
             return result["results"]
         vector = await asyncio.to_thread(self.memory.embedding_model.embed, query, "search")
         hits = await asyncio.to_thread(self._fused, query, vector, filters, top_k, threshold)
-        return [_memory_item(hit.id, hit.score, hit.payload) for hit in hits]
+        return [memory_item(hit.id, hit.score, hit.payload, {PREV_KEY}) for hit in hits]
 
     def _fused(
         self,
@@ -583,14 +391,14 @@ class MemoryEngine:
         )
 
     async def list(
-        self, scope: Scope, page: int, page_size: int
+        self, scope: EntityIds, page: int, page_size: int
     ) -> tuple[int, list[dict[str, Any]]]:
         end = page * page_size
         rows = await self.memory.get_all(filters=scope.filters(), top_k=end)
         total = await asyncio.to_thread(self.store.count, scope.filters())
         return total, rows["results"][end - page_size : end]
 
-    async def _owned(self, memory_id: str, scope: Scope) -> Any:
+    async def _owned(self, memory_id: str, scope: EntityIds) -> Any:
         """The memory if it is in `scope`, else NotFound (absent and not yours look the same).
 
         An empty scope is allowed here: calls on one memory by its id alone (what
@@ -607,7 +415,7 @@ class MemoryEngine:
             raise NotFound(f"memory {memory_id} not found")
         return record
 
-    async def get(self, memory_id: str, scope: Scope) -> dict[str, Any]:
+    async def get(self, memory_id: str, scope: EntityIds) -> dict[str, Any]:
         await self._owned(memory_id, scope)
         item = await self.memory.get(memory_id)
         if item is None:
@@ -615,26 +423,26 @@ class MemoryEngine:
         return item
 
     async def update(
-        self, memory_id: str, scope: Scope, text: str | None, metadata: dict[str, Any] | None
+        self, memory_id: str, scope: EntityIds, text: str | None, metadata: dict[str, Any] | None
     ) -> dict[str, Any]:
         record = await self._owned(memory_id, scope)
         async with self._locks.hold(_owner_lock(record.payload or {})):
             await self.memory.update(memory_id, text=text, metadata=metadata)
         return await self.get(memory_id, scope)
 
-    async def delete(self, memory_id: str, scope: Scope) -> None:
+    async def delete(self, memory_id: str, scope: EntityIds) -> None:
         record = await self._owned(memory_id, scope)
         async with self._locks.hold(_owner_lock(record.payload or {})):
             await self.memory.delete(memory_id)
 
-    async def delete_all(self, scope: Scope) -> int:
+    async def delete_all(self, scope: EntityIds) -> int:
         async with self._locks.hold(scope):
             before = await asyncio.to_thread(self.store.count, scope.filters())
             await self.memory.delete_all(**scope.filters())
             after = await asyncio.to_thread(self.store.count, scope.filters())
         return before - after
 
-    async def history(self, memory_id: str, scope: Scope) -> list[dict[str, Any]]:
+    async def history(self, memory_id: str, scope: EntityIds) -> list[dict[str, Any]]:
         if scope:
             await self._owned(memory_id, scope)
         rows = await self.memory.history(memory_id)
@@ -671,13 +479,12 @@ class MemoryEngine:
     def check_ready(self) -> None:
         """Raise if the vector store or the history DB cannot answer."""
         self.store.count(None)
-        db = self.memory.db
-        with db._lock:
-            db.connection.execute("SELECT 1").fetchone()
+        with history_connection(self.memory) as connection:
+            connection.execute("SELECT 1").fetchone()
 
     def close(self) -> None:
         # mem0 opens a second store lazily for entity links; both hold files open.
-        for store in (self.store, self.memory._entity_store):
+        for store in (self.store, opened_entity_store(self.memory)):
             close = getattr(store, "close", None)
             if close is not None:
                 close()

@@ -17,7 +17,7 @@ from memorystore.service.engine import (
     ID_PATTERN,
     MAX_ID_CHARS,
     RESERVED_METADATA_KEYS,
-    Scope,
+    EntityIds,
     id_problem,
 )
 
@@ -183,7 +183,7 @@ def _refuse_identity_keys(value: Any, path: str) -> None:
             _refuse_identity_keys(item, f"{path}[{i}]")
 
 
-def split_scope(body: _Scoped, filters: dict[str, Any] | None) -> tuple[Scope, dict[str, Any]]:
+def split_scope(body: _Scoped, filters: dict[str, Any] | None) -> tuple[EntityIds, dict[str, Any]]:
     """Entity ids may come top-level (v1) or inside `filters` (v3, also under AND).
 
     Returns the scope and the remaining (metadata) filters. Ids are literal and checked
@@ -229,7 +229,7 @@ def split_scope(body: _Scoped, filters: dict[str, Any] | None) -> tuple[Scope, d
         else:
             _refuse_identity_keys(value, f"filters.{key}")
             rest[key] = value
-    scope = Scope(**{key: value for key, (value, _) in found.items()})
+    scope = EntityIds(**{key: value for key, (value, _) in found.items()})
     if not scope:
         raise ScopeError("a scope is required: give user_id, agent_id or run_id")
     return scope, rest

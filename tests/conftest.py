@@ -34,12 +34,17 @@ def scheduling_group(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that uses the real node outside the machine group would wait for the other
-    worker's host lock for the whole run: refuse to run it instead."""
+    """Slow tests outside the groups go first, so none of them starts last and runs alone.
+
+    A test that uses the real node outside the machine group would wait for the other
+    worker's host lock for the whole run: it is refused instead."""
     for item in items:
         uses_machine = "real_node" in getattr(item, "fixturenames", ())
         if uses_machine and scheduling_group(item.nodeid) != "machine":
             raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
+    items.sort(
+        key=lambda i: scheduling_group(i.nodeid) != i.nodeid or i.get_closest_marker("slow") is None
+    )
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.devcluster.target import Kube, kube_for_tests
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
-from memorystore.operator.process import start_operator, stop_operator
+from memorystore_dev.devcluster.target import Kube, kube_for_tests
+from memorystore_dev.operator_process import start_operator, stop_operator
 from support.real_node import RealNodeRun, real_node_run
 
 

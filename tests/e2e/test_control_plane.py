@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memorystore.devcluster.build import ensure_tools
-from memorystore.devcluster.cluster import LocalCluster
-from memorystore.devcluster.target import CLUSTER_TOOLS, Kube
+from memorystore_dev.devcluster.build import ensure_tools
+from memorystore_dev.devcluster.cluster import LocalCluster
+from memorystore_dev.devcluster.target import CLUSTER_TOOLS, Kube
 from support.waiting import wait_for
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from memorystore.devcluster.target import Kube
 from memorystore.operator.crd import API_VERSION, CRD_NAME, CRD_PATH
 from memorystore.spec import KIND, MemoryStoreSpec
+from memorystore_dev.devcluster.target import Kube
 from support.waiting import wait_for
 
 NAME = "mem"

@@ -30,10 +30,10 @@ import pytest
 import yaml
 from agentscope.message import UserMsg
 
-from memorystore.devcluster.target import Kube
 from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.operator import names
 from memorystore.service.runner import wait_until_ready
+from memorystore_dev.devcluster.target import Kube
 from support.agent_memory import agent_for, hints
 from support.cluster_dns import cluster_dns, loopback_address
 from support.secret_mount import sync_secret

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memorystore.devcluster.target import Kube
 from memorystore.operator import names
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
-from memorystore.operator.process import start_operator, stop_operator
+from memorystore_dev.devcluster.target import Kube
+from memorystore_dev.operator_process import start_operator, stop_operator
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)

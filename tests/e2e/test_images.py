@@ -1,6 +1,6 @@
 """Build both images for real on this machine and start them the way the cluster runs them.
 
-Through the dev harness (memorystore.devcluster.images): a private dockerd, a Debian base
+Through the dev harness (memorystore_dev.devcluster.images): a private dockerd, a Debian base
 made with debootstrap, the repo's Dockerfile via BASE_IMAGE. Each container runs as uid
 10001 with a read-only root, no network, no capabilities and no privilege gain. Needs root
 and the packages `make node-deps` installs; without them the module skips and says why,
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.devcluster import images
-from memorystore.devcluster.images import BuiltImage, ImageBuilder
+from memorystore_dev.devcluster import images
+from memorystore_dev.devcluster.images import BuiltImage, ImageBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -232,6 +232,18 @@ def test_service_image_serves_offline_on_a_read_only_root_as_non_root(builder, b
         assert state.stdout.strip() == "true"
     finally:
         builder.docker("rm", "--force", name)
+
+
+def test_no_image_holds_the_developer_tools(builder, built):
+    """The harness and the benchmarks (dev/) are not in the build context: neither image has
+    them, and their commands say where they come from instead of failing on an import."""
+    for image in built.values():
+        absent = run(builder, image, "-c", "import memorystore_dev", entrypoint="python3")
+        assert absent.returncode != 0, f"memorystore_dev is in {image.tag}"
+        assert "No module named 'memorystore_dev'" in absent.stderr, absent.stderr
+        bench = run(builder, image, "bench", "service")
+        assert bench.returncode == 2, (image.tag, bench.stdout, bench.stderr)
+        assert "developer tools, not installed here" in bench.stderr, bench.stderr
 
 
 def test_saved_archive_is_importable_by_containerd(builder, built, tmp_path):

@@ -1,9 +1,10 @@
 """NetworkPolicies enforced on the real node: the product's own policies (operator builders)
 applied to real pods, checked with real connections, pod IP and Service alike.
 
-The real node runs kube-network-policies beside the kubelet (memorystore/devcluster/netpol.py,
-an addon every RealNode starts). Probes run inside long-lived pods (`kubectl exec`), so each
-pod's address is in the API before it connects: the enforcer knows who is asking.
+The real node runs kube-network-policies beside the kubelet
+(dev/memorystore_dev/devcluster/netpol.py, an addon every RealNode starts). Probes run inside
+long-lived pods (`kubectl exec`), so each pod's address is in the API before it connects: the
+enforcer knows who is asking.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from memorystore.devcluster import netpol
-from memorystore.devcluster.node import FWD_CHAIN, REAL_NODE_TAINT
-from memorystore.devcluster.node import host as node_host
 from memorystore.operator import names
-from memorystore.operator.builders import Owner, memory_network_policy, qdrant_network_policy
+from memorystore.operator.builders.model import Owner
+from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
 from memorystore.spec import MemoryStoreSpec
+from memorystore_dev.devcluster import netpol
+from memorystore_dev.devcluster.node import FWD_CHAIN, REAL_NODE_TAINT
+from memorystore_dev.devcluster.node import host as node_host
 from support.real_node import RealNodeRun
 from support.waiting import wait_for
 

@@ -13,11 +13,11 @@ import httpx
 import pytest
 import yaml
 
-from memorystore.devcluster.cluster import free_port
-from memorystore.devcluster.target import Kube
 from memorystore.operator import names
 from memorystore.operator.crd import CRD_PATH
-from memorystore.operator.process import start_operator, stop_operator
+from memorystore_dev.devcluster.cluster import free_port
+from memorystore_dev.devcluster.target import Kube
+from memorystore_dev.operator_process import start_operator, stop_operator
 from support.waiting import wait_for
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memorystore.devcluster.node import (
+from memorystore_dev.devcluster.node import (
     BRIDGE,
     FWD_CHAIN,
     GATEWAY,
@@ -30,7 +30,7 @@ from memorystore.devcluster.node import (
     STORAGE_CLASS,
     host,
 )
-from memorystore.devcluster.target import Kube
+from memorystore_dev.devcluster.target import Kube
 from support.real_node import DYING_ADDON, RealNodeRun, host_diff
 from support.waiting import wait_for
 

@@ -22,9 +22,9 @@ import pytest
 import yaml
 from cryptography import x509
 
-from memorystore.devcluster.cluster import free_port
-from memorystore.devcluster.target import Kube
 from memorystore.operator import names, tls
+from memorystore_dev.devcluster.cluster import free_port
+from memorystore_dev.devcluster.target import Kube
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)

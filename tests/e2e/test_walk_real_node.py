@@ -2,7 +2,7 @@
 object and every process a real container.
 
 a. `helm install` the chart: the operator runs as a POD from our image under the chart's
-   ServiceAccount (images built by memorystore/devcluster/images.py, imported into the
+   ServiceAccount (images built by dev/memorystore_dev/devcluster/images.py, imported into the
    node's containerd; no registry, so nothing is pulled).
 b. `kubectl apply` examples/embedded.yaml (plus placement on the tainted node): the operator
    in its pod creates the children, the memory-service pod becomes Ready by its own HTTPS
@@ -40,15 +40,15 @@ from typing import Any
 import pytest
 import yaml
 
-from memorystore.devcluster import images
-from memorystore.devcluster.images import ImageBuilder
-from memorystore.devcluster.node import NODE_NAME, REAL_NODE_TAINT
-from memorystore.devcluster.target import Kube
 from memorystore.middleware.settings import DEFAULT_CONFIG_PATH, PREFIX, TOGGLES
 from memorystore.operator import names
-from memorystore.operator.builders import CLIENT_KEY_FILE
+from memorystore.operator.builders.paths import CLIENT_KEY_FILE
 from memorystore.operator.crd import CRD_NAME
 from memorystore.spec import MemoryStoreSpec
+from memorystore_dev.devcluster import images
+from memorystore_dev.devcluster.images import ImageBuilder
+from memorystore_dev.devcluster.node import NODE_NAME, REAL_NODE_TAINT
+from memorystore_dev.devcluster.target import Kube
 from support import walk_agent
 from support.real_node import RealNodeRun
 from support.waiting import wait_for

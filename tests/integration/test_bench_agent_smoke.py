@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from memorystore.middleware.bench import run_agent_bench
+from memorystore_dev.bench.agent import run_agent_bench
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 TURNS, WARMUP = 10, 2
 

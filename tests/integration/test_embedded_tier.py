@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from memorystore.config import ServiceConfig, load_model
-from memorystore.operator import builders
-from memorystore.operator.builders import Owner, render_service_config, service_config
+from memorystore.operator.builders import paths
+from memorystore.operator.builders.configs import render_service_config, service_config
+from memorystore.operator.builders.model import Owner
 from memorystore.service.runner import ServiceThread
 from memorystore.spec import MemoryStoreSpec
 
@@ -42,14 +43,14 @@ def rendered_config(tmp_path: Path) -> Path:
 
     def on_volume(path: str) -> str:
         # everything the service writes lies on the data volume's mount
-        assert path == builders.DATA_DIR or path.startswith(builders.DATA_DIR + "/"), path
-        return str(volume) + path.removeprefix(builders.DATA_DIR)
+        assert path == paths.DATA_DIR or path.startswith(paths.DATA_DIR + "/"), path
+        return str(volume) + path.removeprefix(paths.DATA_DIR)
 
     data["dataDir"] = on_volume(data["dataDir"])
     data["history"]["path"] = on_volume(data["history"]["path"])
     data["vectorStore"]["embedded"]["path"] = on_volume(data["vectorStore"]["embedded"]["path"])
     for field in ("apiKey", "previousApiKey"):
-        assert data[field]["file"].startswith(builders.SERVICE_KEY_DIR + "/")
+        assert data[field]["file"].startswith(paths.SERVICE_KEY_DIR + "/")
         data[field]["file"] = str(keys / Path(data[field]["file"]).name)
     assert data["listen"] == {"host": "0.0.0.0", "port": 8765}
     data["listen"] = {"host": "127.0.0.1", "port": 0}  # a free loopback port here

@@ -582,6 +582,8 @@ def make_machine(tenants: list[Tenant]) -> type[RuleBasedStateMachine]:
     return Isolation
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~2 min alone; several times that beside other workers on 2 cores
 def test_no_scope_sees_or_changes_another(tenants, capsys):
     machine = make_machine(tenants)
     run_state_machine_as_test(
@@ -593,7 +595,7 @@ def test_no_scope_sees_or_changes_another(tenants, capsys):
             derandomize=True,
             database=None,
             # no shrinking: a failure is reported as drawn (every step is printed), within
-            # the suite's 300 s timeout; shrinking a stateful run can take minutes
+            # the test's timeout; shrinking a stateful run can take minutes
             phases=[Phase.explicit, Phase.generate],
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.service.locomo import (
+from memorystore_dev.bench.locomo import (
     CATEGORIES,
     KS,
     Question,
@@ -159,7 +159,7 @@ def test_ci_slice(capsys):
 
 
 def test_equal_scores_rank_in_dia_id_order():
-    from memorystore.service.locomo import _ranked_dia_ids
+    from memorystore_dev.bench.locomo import _ranked_dia_ids
 
     def hit(dia: str, score: float) -> dict:
         return {"score": score, "metadata": {"dia_id": dia}}

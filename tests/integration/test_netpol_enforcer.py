@@ -1,5 +1,5 @@
-"""The real node's NetworkPolicy enforcer (memorystore/devcluster/netpol.py) enforcing for real:
-the pinned kube-network-policies binary, the harness's iptables NFQUEUE rule, a real API
+"""The real node's NetworkPolicy enforcer (dev/memorystore_dev/devcluster/netpol.py) enforcing
+for real: the pinned kube-network-policies binary, the harness's iptables NFQUEUE rule, a real API
 server, and "pods" that are network namespaces on a test bridge (tests/support/netpol_lab.py).
 
 Root only (bridges, namespaces, iptables); without root or the host commands the tests skip
@@ -25,11 +25,11 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 
-from memorystore.devcluster import netpol
-from memorystore.devcluster.build import ensure_tools
-from memorystore.devcluster.cluster import LocalCluster, spawn_process
-from memorystore.devcluster.node import NodeInfo, host
-from memorystore.devcluster.target import CLUSTER_TOOLS
+from memorystore_dev.devcluster import netpol
+from memorystore_dev.devcluster.build import ensure_tools
+from memorystore_dev.devcluster.cluster import LocalCluster, spawn_process
+from memorystore_dev.devcluster.node import NodeInfo, host
+from memorystore_dev.devcluster.target import CLUSTER_TOOLS
 from support.netpol_lab import Lab, Node, host_state, probe, probe_all, state_diff
 from support.netpol_model import ContainerPort, Pod, allowed
 from support.netpol_scenarios import (

@@ -87,6 +87,7 @@ class Tally:
     statuses: ClassVar[Counter[int]] = Counter()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", [0, 1], ids=["fused-search", "mem0-search"])
 def test_fuzz_every_operation(seeded, tenant, capsys):
     Tally.cases.clear()

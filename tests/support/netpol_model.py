@@ -1,7 +1,7 @@
 """A reference evaluator of Kubernetes NetworkPolicy (networking.k8s.io/v1) semantics.
 
-Why: the oracle the real enforcer (memorystore/devcluster/netpol.py) is checked against, and
-a way to state what the product's own policies admit. Written from the API reference, not
+Why: the oracle the real enforcer (dev/memorystore_dev/devcluster/netpol.py) is checked against,
+and a way to state what the product's own policies admit. Written from the API reference, not
 from any implementation: policies are plain API dicts (the same dicts tests send to the API
 server), so nothing is translated twice.
 

@@ -12,7 +12,7 @@ import base64
 import os
 from pathlib import Path
 
-from memorystore.devcluster.target import Kube
+from memorystore_dev.devcluster.target import Kube
 
 
 def sync_secret(kube: Kube, namespace: str, name: str, directory: Path) -> set[str]:

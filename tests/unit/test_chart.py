@@ -28,11 +28,12 @@ from kubernetes_validate.utils import SchemaNotFoundError, all_versions
 from lightkube import codecs
 
 from memorystore.cli import build_parser
-from memorystore.devcluster.build import ensure_tools
 from memorystore.operator import apply, builders, handlers
-from memorystore.operator.builders import Images, Keys, Owner
+from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.crd import CRD_PATH
 from memorystore.spec import MemoryStoreSpec
+from memorystore_dev.devcluster.build import ensure_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "memorystore"
@@ -61,7 +62,7 @@ NAMESPACED_RULES: Rules = {
     # handlers._resync_one merge-patches MemoryStoreResource.Status.
     ("memorystore.dev", "memorystores/status"): {"patch"},
     # Children carry an owner reference with blockOwnerDeletion: true
-    # (builders.owner_reference); with the OwnerReferencesPermissionEnforcement admission
+    # (builders.common.owner_reference); with the OwnerReferencesPermissionEnforcement admission
     # plugin (on in e.g. OpenShift) that needs update on the owner's finalizers: without
     # it no child is ever created there. (That plugin also wants delete on an existing
     # object whose ownerReferences change, which only a deletionPolicy change does, to the
@@ -374,7 +375,7 @@ def test_the_rules_cover_every_child_the_builders_make(spec: dict[str, Any]):
     model = MemoryStoreSpec.model_validate(spec)
     keys = Keys("service-key", "qdrant-key")
     children = builders.desired_children(OWNER, model, Images(), keys)
-    children.append(builders.keys_secret(OWNER, keys, owned=True))
+    children.append(keys_secret(OWNER, keys, owned=True))
     for child in children:
         info = type(codecs.from_dict(child))._api_info  # what apply.apply_all sends
         resource = (info.resource.group, info.plural)

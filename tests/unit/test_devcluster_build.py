@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.devcluster import build, versions
+from memorystore_dev.devcluster import build, versions
 
 # A cut-down k8s.io/kubernetes go.mod with everything the wrapper generation looks at.
 KUBERNETES_GO_MOD = """\

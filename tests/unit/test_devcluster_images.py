@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.devcluster import images
-from memorystore.devcluster.images import ImageBuilder, ImageBuildError, MissingPackageError
+from memorystore_dev.devcluster import images
+from memorystore_dev.devcluster.images import ImageBuilder, ImageBuildError, MissingPackageError
 
 ROOT = Path(__file__).resolve().parents[2]
 MISSING = ("no-such-package", "/nonexistent/memorystore-test/bin/tool")
@@ -114,7 +114,7 @@ def test_the_image_tests_skip_without_packages_but_fail_in_ci(tmp_path, ci):
     """The e2e module under a harness that lacks a package: a skip that says why, or with
     CI=true a failure (a CI run must never pass by building nothing)."""
     (tmp_path / "lacks_package.py").write_text(
-        "from memorystore.devcluster import images\n"
+        "from memorystore_dev.devcluster import images\n"
         f"images.REQUIRED_FILES = (*images.REQUIRED_FILES, {MISSING!r})\n"
     )
     env = {**os.environ, "CI": ci, "PYTHONPATH": str(tmp_path)}

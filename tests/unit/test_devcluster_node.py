@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.devcluster import node
-from memorystore.devcluster.node import oci
-from memorystore.devcluster.node.provisioner import (
+from memorystore_dev.devcluster import node
+from memorystore_dev.devcluster.node import oci
+from memorystore_dev.devcluster.node.provisioner import (
     PROVISIONER,
     HostPathProvisioner,
     storage_class,
@@ -142,7 +142,7 @@ def test_the_relay_copies_both_ways_and_passes_half_close(tmp_path: Path):
         probe.bind(("127.0.0.1", 0))
         listen = probe.getsockname()[1]
     relay = subprocess.Popen(
-        [sys.executable, "-m", "memorystore.devcluster.node.relay",
+        [sys.executable, "-m", "memorystore_dev.devcluster.node.relay",
          f"127.0.0.1:{listen}", f"127.0.0.1:{target}"],
         stdout=subprocess.PIPE,
         text=True,
@@ -166,7 +166,7 @@ def test_the_relay_copies_both_ways_and_passes_half_close(tmp_path: Path):
 
 def test_the_relay_refuses_a_bad_address():
     proc = subprocess.run(
-        [sys.executable, "-m", "memorystore.devcluster.node.relay", "nohost", "127.0.0.1:1"],
+        [sys.executable, "-m", "memorystore_dev.devcluster.node.relay", "nohost", "127.0.0.1:1"],
         capture_output=True,
         text=True,
         timeout=30,

@@ -7,7 +7,7 @@ import ipaddress
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from memorystore.devcluster.pki import PKI
+from memorystore_dev.devcluster.pki import PKI
 
 
 def load(path) -> x509.Certificate:

@@ -15,7 +15,7 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from memorystore.operator import builders
+from memorystore.operator.builders import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -56,12 +56,12 @@ def stage(name: str) -> list[str]:
 
 
 def test_runs_as_the_uid_the_operator_sets_and_never_as_root():
-    assert f"USER {builders.SERVICE_UID}:{builders.SERVICE_UID}" in DOCKERFILE
-    assert f"--uid {builders.SERVICE_UID}" in DOCKERFILE
+    assert f"USER {paths.SERVICE_UID}:{paths.SERVICE_UID}" in DOCKERFILE
+    assert f"--uid {paths.SERVICE_UID}" in DOCKERFILE
 
 
 def test_the_service_target_reads_the_config_where_the_operator_mounts_it():
-    assert f'"serve", "--config", "{builders.SERVICE_CONFIG_PATH}"' in DOCKERFILE
+    assert f'"serve", "--config", "{paths.SERVICE_CONFIG_PATH}"' in DOCKERFILE
     assert 'ENTRYPOINT ["memorystore"]' in DOCKERFILE
 
 
@@ -105,7 +105,7 @@ def test_each_image_installs_from_its_own_lock_and_the_installer_stays_in_the_bu
         # the project without its dependencies, by a uv that is mounted, not copied
         assert "--mount=type=bind,from=build,source=/opt/uv,target=/opt/uv" in install
         assert "--no-deps --no-index" in install and "/wheels/memorystore-*.whl" in install
-        assert steps.index(install) < steps.index(f"USER {builders.SERVICE_UID}:10001")
+        assert steps.index(install) < steps.index(f"USER {paths.SERVICE_UID}:10001")
 
 
 def test_nothing_is_fetched_at_start():

@@ -8,13 +8,12 @@ import pytest
 from qdrant_client import QdrantClient
 
 from memorystore.config import ConfigError, ServiceConfig
-from memorystore.service.engine import (
-    DASHSCOPE_COMPATIBLE_URL,
+from memorystore.service.engine import DASHSCOPE_COMPATIBLE_URL, mem0_config
+from memorystore.service.mem0_seam import (
     EDGE_PROVIDER,
     NO_LLM_PROVIDER,
     SERVER_PROVIDER,
-    ServerQdrant,
-    mem0_config,
+    QdrantServerStore,
 )
 
 
@@ -115,13 +114,13 @@ def test_a_missing_provider_key_fails_naming_the_field(tmp_path, monkeypatch):
 IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
 
 
-def server_store(texts: list[str]) -> ServerQdrant:
+def server_store(texts: list[str]) -> QdrantServerStore:
     """Three points (users a, a, b) with these BM25 texts, in qdrant-client's local mode.
 
     No Qdrant server binary is obtainable here; the in-memory mode runs the same client calls
     our subclass adds to mem0's Qdrant store.
     """
-    store = ServerQdrant(
+    store = QdrantServerStore(
         collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
     )
     store.insert(
@@ -158,8 +157,8 @@ def test_server_store_keyword_search_and_cosine_work_offline():
 
 @pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
 def test_server_store_keeps_the_scope_rules():
-    """The server store obeys the embedded store's identity rules (engine.ServerQdrant)."""
-    store = ServerQdrant(
+    """The server store obeys the embedded store's identity rules (mem0_seam.QdrantServerStore)."""
+    store = QdrantServerStore(
         collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
     )
     rows = [

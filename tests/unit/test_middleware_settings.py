@@ -89,7 +89,8 @@ def test_no_mounted_config_is_its_own_error(tmp_path):
 
 
 def test_the_operator_rendered_client_config_loads(tmp_path):
-    from memorystore.operator.builders import Owner, client_config, render_client_config
+    from memorystore.operator.builders.configs import client_config, render_client_config
+    from memorystore.operator.builders.model import Owner
     from memorystore.spec import MemoryStoreSpec
 
     owner = Owner("acme", "tenants", "uid-1", 1)

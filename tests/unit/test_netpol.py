@@ -1,5 +1,6 @@
-"""The pure parts of the real node's NetworkPolicy enforcer (memorystore/devcluster/netpol.py):
-the queue rule it installs, the command it runs, the rights it is given, and bad input."""
+"""The pure parts of the real node's NetworkPolicy enforcer
+(dev/memorystore_dev/devcluster/netpol.py): the queue rule it installs, the command it runs, the
+rights it is given, and bad input."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memorystore.devcluster import build, netpol, versions
-from memorystore.devcluster.node import host
+from memorystore_dev.devcluster import build, netpol, versions
+from memorystore_dev.devcluster.node import host
 
 BINARY = Path("/cache/kube-network-policies-v0.8.0/kube-network-policies")
 RUN_DIR = Path("/tmp/cluster/node/kube-network-policies/run")
@@ -220,7 +221,7 @@ def test_a_kubeconfig_without_certificate_files_is_refused_naming_it(tmp_path):
 
 
 def test_every_real_node_enforces_network_policies_unless_told_not_to():
-    from memorystore.devcluster.node import NODE_TOOLS, HostProcess, RealNode
+    from memorystore_dev.devcluster.node import NODE_TOOLS, HostProcess, RealNode
 
     assert netpol.ENFORCER in NODE_TOOLS  # built, cached and checked with the node's tools
     extra = HostProcess("extra", argv=lambda info: ["/bin/true"])

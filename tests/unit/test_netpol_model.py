@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memorystore.operator import names
-from memorystore.operator.builders import Owner, memory_network_policy, qdrant_network_policy
+from memorystore.operator.builders.model import Owner
+from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
 from memorystore.spec import MemoryStoreSpec
 from support.netpol_model import (
     ContainerPort,

@@ -20,19 +20,16 @@ from pydantic import ValidationError
 
 from memorystore.config import ClientConfig, ServiceConfig, format_validation_error, load_model
 from memorystore.operator import names
-from memorystore.operator.builders import (
-    Images,
-    Keys,
-    Owner,
-    SpecError,
+from memorystore.operator.builders import desired_children, expected_workloads
+from memorystore.operator.builders.configs import (
     client_config,
-    desired_children,
-    expected_workloads,
-    keys_secret,
     render_client_config,
     render_service_config,
     service_config,
 )
+from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.secrets import keys_secret
+from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.spec import MemoryStoreSpec
 
 GOLDEN = Path(__file__).parent / "golden" / "operator"
@@ -714,12 +711,10 @@ def test_embedded_store_allows_zero_or_one_replica_and_says_why_not_two():
         assert deployment["spec"]["replicas"] == replicas
     raw = {"vectorStore": {"embedded": {}}, "service": {"replicas": 2}}
     with pytest.raises(SpecError) as info:
-        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+        check_spec(OWNER, spec_of(raw))
     message = str(info.value)
     assert message.startswith("spec.service.replicas is 2")
     assert "spec.vectorStore.embedded" in message and "single-process lock" in message
-    with pytest.raises(SpecError, match=r"^spec\.service\.replicas"):
-        expected_workloads(OWNER, spec_of(raw))
 
 
 # --- pod placement --------------------------------------------------------------------------
@@ -952,10 +947,8 @@ def test_by_default_only_pods_with_the_store_label_are_admitted():
 def test_postgres_history_is_refused_naming_the_field():
     raw = {"historyDb": {"postgres": {"dsnSecretRef": {"name": "pg", "key": "dsn"}}}}
     with pytest.raises(SpecError, match=r"spec\.historyDb\.postgres") as info:
-        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+        check_spec(OWNER, spec_of(raw))
     assert "SQLite" in str(info.value)
-    with pytest.raises(SpecError, match=r"spec\.historyDb\.postgres"):
-        expected_workloads(OWNER, spec_of(raw))
 
 
 @pytest.mark.parametrize(
@@ -1026,14 +1019,14 @@ def test_postgres_history_is_refused_naming_the_field():
 def test_unbuildable_specs_are_refused_naming_the_field(owner_name, raw, field):
     owner = Owner(name=owner_name, namespace="tenants", uid="u", generation=1)
     with pytest.raises(SpecError) as info:
-        desired_children(owner, spec_of(raw), IMAGES, KEYS)
+        check_spec(owner, spec_of(raw))
     assert str(info.value).startswith(field), str(info.value)
 
 
 def test_two_vector_store_tiers_are_refused_naming_all_three():
     raw = {"vectorStore": {"managed": {}, "embedded": {}}}
     with pytest.raises(SpecError) as info:
-        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+        check_spec(OWNER, spec_of(raw))
     for tier in ("managed", "external", "embedded"):
         assert f"spec.vectorStore.{tier}" in str(info.value)
 
@@ -1041,7 +1034,7 @@ def test_two_vector_store_tiers_are_refused_naming_all_three():
 def test_credentials_in_the_external_url_are_not_echoed():
     raw = {"vectorStore": {"external": {"url": "ftp://user:s3cret@q.example"}}}
     with pytest.raises(SpecError, match="must not contain credentials") as info:
-        desired_children(OWNER, spec_of(raw), IMAGES, KEYS)
+        check_spec(OWNER, spec_of(raw))
     assert "s3cret" not in str(info.value)
 
 
@@ -1056,7 +1049,7 @@ def test_longest_allowed_name_builds_valid_child_names():
 
 
 def test_data_bearing_children_are_owned_only_under_delete():
-    from memorystore.operator.builders import owns_data
+    from memorystore.operator.builders.common import owns_data
 
     retain = MemoryStoreSpec()
     delete = MemoryStoreSpec(deletion_policy="Delete")
@@ -1072,7 +1065,7 @@ def test_data_bearing_children_are_owned_only_under_delete():
 
 
 def test_images_come_from_the_operator_environment():
-    from memorystore.operator.builders import Images
+    from memorystore.operator.builders.model import Images
 
     env = {"MEMORYSTORE_SERVICE_IMAGE": "reg/svc:1", "MEMORYSTORE_QDRANT_IMAGE": ""}
     images = Images.from_env(env)

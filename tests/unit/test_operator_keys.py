@@ -17,17 +17,15 @@ import pytest
 import yaml
 
 from memorystore.operator import names
-from memorystore.operator.builders import (
+from memorystore.operator.builders import desired_children
+from memorystore.operator.builders.configs import service_config
+from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.paths import (
     PREVIOUS_SERVICE_KEY_FILE,
     SERVICE_KEY_DIR,
     SERVICE_KEY_FILE,
-    Images,
-    Keys,
-    Owner,
-    desired_children,
-    service_config,
-    service_key_secret,
 )
+from memorystore.operator.builders.secrets import service_key_secret
 from memorystore.operator.keys import (
     Change,
     ServiceKeyState,

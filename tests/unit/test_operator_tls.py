@@ -16,18 +16,14 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from memorystore.operator import names, tls
-from memorystore.operator.builders import (
-    Images,
-    Keys,
-    Owner,
-    ca_secret,
+from memorystore.operator.builders import desired_children
+from memorystore.operator.builders.configs import (
     config_checksum,
-    desired_children,
     render_service_config,
     service_config,
-    tls_certificate,
-    tls_secret,
 )
+from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.secrets import ca_secret, tls_certificate, tls_secret
 from memorystore.operator.status import READY, SERVICE_READY, Observed, Workload, compute_status
 from memorystore.spec import MemoryStoreSpec, MemoryStoreStatus, Phase
 

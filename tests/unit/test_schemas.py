@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memorystore.service.app import create_app
-from memorystore.service.engine import InvalidId, Scope, id_problem
+from memorystore.service.engine import EntityIds, InvalidId, id_problem
 from memorystore.service.runner import embedded_config
 from memorystore.service.schemas import (
     ScopeError,
@@ -75,16 +75,16 @@ def req(**kw) -> SearchRequest:
 @pytest.mark.parametrize("value", LITERAL_IDS)
 def test_hostile_looking_ids_are_literals(value):
     assert id_problem(value) is None
-    assert Scope(user_id=value).filters() == {"user_id": value}
-    assert split_scope(req(), {"AND": [{"agent_id": value}]})[0] == Scope(agent_id=value)
+    assert EntityIds(user_id=value).filters() == {"user_id": value}
+    assert split_scope(req(), {"AND": [{"agent_id": value}]})[0] == EntityIds(agent_id=value)
 
 
 @pytest.mark.parametrize(("value", "reason"), INVALID_IDS)
 def test_invalid_ids_are_refused_everywhere_naming_the_field(value, reason):
     assert id_problem(value) is not None
-    if value is not None:  # None is "not given" to Scope
+    if value is not None:  # None is "not given" to EntityIds
         with pytest.raises(InvalidId, match=f"^run_id: .*{reason}"):
-            Scope(run_id=value)  # the engine's own check, whatever the caller did
+            EntityIds(run_id=value)  # the engine's own check, whatever the caller did
     with pytest.raises(ScopeError, match=f"^filters.user_id: .*{reason}"):
         split_scope(req(), {"user_id": value})
     with pytest.raises(ScopeError, match=rf"^filters.AND\[1\].agent_id: .*{reason}"):
@@ -93,14 +93,14 @@ def test_invalid_ids_are_refused_everywhere_naming_the_field(value, reason):
 
 def test_scope_from_filters_and_top_level():
     scope, rest = split_scope(req(user_id="u"), {"agent_id": "a", "topic": "x"})
-    assert scope == Scope(user_id="u", agent_id="a")
+    assert scope == EntityIds(user_id="u", agent_id="a")
     assert rest == {"topic": "x"}
 
 
 def test_scope_from_and_list_keeps_other_conditions():
     filters = {"AND": [{"user_id": "u"}, {"run_id": "r"}, {"category": {"eq": "food"}}]}
     scope, rest = split_scope(req(), filters)
-    assert scope == Scope(user_id="u", run_id="r")
+    assert scope == EntityIds(user_id="u", run_id="r")
     assert rest == {"AND": [{"category": {"eq": "food"}}]}
 
 
@@ -112,19 +112,19 @@ def test_metadata_filters_keep_every_other_shape():
         "date": {"gte": "2024-01-01"},
     }
     scope, rest = split_scope(req(), filters)
-    assert scope == Scope(user_id="u")
+    assert scope == EntityIds(user_id="u")
     assert rest == {k: v for k, v in filters.items() if k != "user_id"}
 
 
 def test_an_agent_only_scope_contains_no_user_memory():
-    agent = Scope(agent_id="planner")
+    agent = EntityIds(agent_id="planner")
     assert agent.contains({"agent_id": "planner"})
     assert agent.contains({"agent_id": "planner", "user_id": None})
     assert not agent.contains({"agent_id": "planner", "user_id": "alice"})
-    assert Scope(user_id="alice").contains({"agent_id": "planner", "user_id": "alice"})
-    assert not Scope(user_id="alice").contains({"user_id": "alice2"})
-    assert not Scope(run_id="r").contains({"run_id": "r", "user_id": "*"})
-    assert not Scope().contains({})
+    assert EntityIds(user_id="alice").contains({"agent_id": "planner", "user_id": "alice"})
+    assert not EntityIds(user_id="alice").contains({"user_id": "alice2"})
+    assert not EntityIds(run_id="r").contains({"run_id": "r", "user_id": "*"})
+    assert not EntityIds().contains({})
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memorystore.devcluster.cluster import free_port
+from memorystore_dev.devcluster.cluster import free_port
 
 
 def start_operator(

@@ -30,9 +30,9 @@ from typing import Any
 import httpx
 
 from memorystore.config import ServiceEmbedder
-from memorystore.service.bench import Stats
 from memorystore.service.runner import ServiceThread, embedded_config
 from memorystore.spec import OFFLINE_EMBEDDER_DIMS, RetrievalSettings
+from memorystore_dev.bench.service import Stats
 
 DATA_URL = "https://github.com/snap-research/LoCoMo (file data/locomo10.json)"
 # Category numbers as in the LoCoMo paper; 5 (adversarial) is excluded from the scores.

@@ -12,7 +12,7 @@ existing. Each step is logged with its time; a failed step raises `ImageBuildErr
 naming the step and its log file. The daemons are stopped by PID at the end, also on
 failure, and any mount left under the temp dir is removed.
 
-    python -m memorystore.devcluster.images [--target operator] [--save DIR]
+    python -m memorystore_dev.devcluster.images [--target operator] [--save DIR]
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from types import TracebackType
 
 Log = Callable[[str], None]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The checkout this module runs from (dev/memorystore_dev/devcluster/): Dockerfile, sources.
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TARGETS = ("memory-service", "operator")
 # What the chart and the operator name by default, so an imported image needs no pull.
 IMAGE_REPOSITORY = "ghcr.io/memorystore"
@@ -727,7 +728,7 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m memorystore.devcluster.images",
+        prog="python -m memorystore_dev.devcluster.images",
         description="Build the memory-service and operator images with a private dockerd "
         "on a local Debian base (root; packages from `make node-deps`).",
     )

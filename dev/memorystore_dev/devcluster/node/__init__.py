@@ -5,8 +5,8 @@ containerd (Debian's, its own config, root, state and socket in the cluster's wo
 kubelet and kube-proxy (iptables mode) from the pinned k8s.io/kubernetes module, CoreDNS as a
 host process, a relay that lets pods reach the API server, a hostPath provisioner behind a
 default StorageClass, and a NetworkPolicy enforcer (kube-network-policies, the first addon:
-memorystore/devcluster/netpol.py; `network_policies=False` leaves it out). Needs root and the
-Debian packages of `make node-deps`.
+../netpol.py; `network_policies=False` leaves it out). Needs root and the Debian packages of
+`make node-deps`.
 
 Interfaces (for extra host processes such as a NetworkPolicy enforcer)
 - Node name `real-node-1` (NODE_NAME), labels `memorystore.dev/node=real` and
@@ -35,9 +35,9 @@ Interfaces (for extra host processes such as a NetworkPolicy enforcer)
   PID. `NodeInfo.kubeconfig_for(stem, user, group)` issues a client certificate from the
   cluster's CA and writes a kubeconfig for it (bind RBAC to that user yourself), and
   `NodeInfo.admin_kubeconfig` is the cluster admin's.
-- Host state is journaled (memorystore/devcluster/node/host.py) and restored at stop, after a
-  failed start and at the next start after a SIGKILL. Tests that change host networking should
-  hold `host.host_lock()` so they never run beside a node.
+- Host state is journaled (host.py) and restored at stop, after a failed start and at the
+  next start after a SIGKILL. Tests that change host networking should hold `host.host_lock()`
+  so they never run beside a node.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 import yaml
 
-from memorystore.devcluster.node import host, oci
-from memorystore.devcluster.node.provisioner import (
+from memorystore_dev.devcluster.node import host, oci
+from memorystore_dev.devcluster.node.provisioner import (
     PROVISIONER,
     STORAGE_CLASS,
     HostPathProvisioner,
@@ -66,8 +66,8 @@ from memorystore.devcluster.node.provisioner import (
 )
 
 if TYPE_CHECKING:
-    from memorystore.devcluster.cluster import Component, LocalCluster
-    from memorystore.devcluster.pki import PKI
+    from memorystore_dev.devcluster.cluster import Component, LocalCluster
+    from memorystore_dev.devcluster.pki import PKI
 
 Log = Callable[[str], None]
 
@@ -203,7 +203,7 @@ class HostProcess:
 
     def stop(self) -> None:
         """SIGTERM its process group, SIGKILL if it lingers."""
-        from memorystore.devcluster.cluster import terminate
+        from memorystore_dev.devcluster.cluster import terminate
 
         if self.component is not None:
             terminate(self.component.process)
@@ -226,7 +226,7 @@ class RealNode:
         # Called once the host is restored, still under the host lock (a test's "after").
         self.on_stopped = on_stopped
         if network_policies:  # a real cluster enforces NetworkPolicies; so does this node
-            from memorystore.devcluster.netpol import ENFORCER, NetworkPolicyEnforcer
+            from memorystore_dev.devcluster.netpol import ENFORCER, NetworkPolicyEnforcer
 
             binary = tools.get(ENFORCER, Path(ENFORCER))  # preflight names a missing tool
             self.addons.insert(0, NetworkPolicyEnforcer(binary))
@@ -408,7 +408,7 @@ class RealNode:
 
     def start(self, cluster: LocalCluster, pki: PKI) -> None:
         """After the control plane is up: containerd, kubelet, kube-proxy, DNS, storage, addons."""
-        from memorystore.devcluster.cluster import free_port
+        from memorystore_dev.devcluster.cluster import free_port
 
         self._cluster = cluster
         wd = self._wd
@@ -441,7 +441,7 @@ class RealNode:
                 [
                     sys.executable,
                     "-m",
-                    "memorystore.devcluster.node.relay",
+                    "memorystore_dev.devcluster.node.relay",
                     f"{GATEWAY}:{port}",
                     f"127.0.0.1:{port}",
                 ],
@@ -491,7 +491,7 @@ class RealNode:
     # --- components -----------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
-        from memorystore.devcluster.cluster import spawn_process
+        from memorystore_dev.devcluster.cluster import spawn_process
 
         assert self._cluster is not None
         component = spawn_process(
@@ -791,7 +791,7 @@ disabled_plugins = [
 
     def stop(self) -> list[str]:
         """Stop everything of the node and restore the host; returns problems (also logged)."""
-        from memorystore.devcluster.cluster import terminate
+        from memorystore_dev.devcluster.cluster import terminate
 
         cluster = self._cluster
         log = cluster.log if cluster is not None else print

@@ -38,7 +38,7 @@ KUBE_NETWORK_POLICIES = "v0.8.0"
 
 # github.com/coredns/coredns: v1.15.0 is the newest release served; its go.mod says `go 1.26.0`
 # and requires client-go v0.37.1 (the same Kubernetes minor as the control plane). The real
-# node's cluster DNS, run as a host process (memorystore/devcluster/node.py).
+# node's cluster DNS, run as a host process (node/).
 COREDNS = "v1.15.0"
 
 # tool -> pinned version; the keys are the tool names `ensure_tools` accepts.

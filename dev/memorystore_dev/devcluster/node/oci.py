@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from memorystore.devcluster import build, versions
+from memorystore_dev.devcluster import build, versions
 
 PAUSE_REPO = "memorystore.local/pause"
 
@@ -74,7 +74,7 @@ def write_docker_archive(
         "os": "linux",
         "config": {"Entrypoint": entrypoint, "Cmd": cmd or [], "User": user, "Env": []},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-        "history": [{"created_by": "memorystore.devcluster.node.oci"}],
+        "history": [{"created_by": "memorystore_dev.devcluster.node.oci"}],
     }
     config_bytes = json.dumps(config, sort_keys=True).encode()
     config_name = f"{hashlib.sha256(config_bytes).hexdigest()}.json"

@@ -32,7 +32,7 @@ Running it as a host process: it reads only the in-cluster config (token and CA 
 private mount namespace (`unshare --mount`) where the harness's folder is bind-mounted over
 /run; the host's /run is untouched. Its token comes from the TokenRequest API for a
 ServiceAccount that may only read pods, namespaces and NetworkPolicies (and write events).
-Callers hold the host lock (memorystore.devcluster.node.host.host_lock): the chain and the
+Callers hold the host lock (memorystore_dev.devcluster.node.host.host_lock): the chain and the
 queue number are machine-wide. CHAIN starts with MEMORYSTORE-NODE, so the real node's journal
 teardown also removes it after a SIGKILL.
 """
@@ -54,11 +54,11 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
-import memorystore.devcluster.node.host as host
+import memorystore_dev.devcluster.node.host as host
 
 if TYPE_CHECKING:
-    from memorystore.devcluster.cluster import Component
-    from memorystore.devcluster.node import NodeInfo
+    from memorystore_dev.devcluster.cluster import Component
+    from memorystore_dev.devcluster.node import NodeInfo
 
 ENFORCER = "kube-network-policies"
 CHAIN = "MEMORYSTORE-NODE-NETPOL"
@@ -277,7 +277,7 @@ def admin_client(kubeconfig: Path) -> Iterator[httpx.Client]:
 
 
 class NetworkPolicyEnforcer:
-    """A real-node addon (see memorystore.devcluster.node.NodeAddon): start → alive → stop."""
+    """A real-node addon (see memorystore_dev.devcluster.node.NodeAddon): start → alive → stop."""
 
     def __init__(
         self, binary: Path, queue: int = DEFAULT_QUEUE, ready_timeout: float = 60.0
@@ -386,7 +386,7 @@ class NetworkPolicyEnforcer:
     def stop(self) -> None:
         """The queue rule first (traffic then flows as without policies), then the process,
         then the token file. Raises if the rule could not be removed."""
-        from memorystore.devcluster.cluster import terminate
+        from memorystore_dev.devcluster.cluster import terminate
 
         problems = []
         if self._installed or chain_present():

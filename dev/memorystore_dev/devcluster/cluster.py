@@ -1,6 +1,6 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok (simulated nodes), started from pinned binaries and stopped by PID.
-With `real_node=RealNode(tools)` a real kubelet node joins it too (memorystore/devcluster/node).
+With `real_node=RealNode(tools)` a real kubelet node joins it too (node/).
 
 The API server runs as in a normal cluster: client-certificate authentication, Node+RBAC
 authorization, ServiceAccount token signing and the default admission plugins. Every
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Self
 import httpx
 import yaml
 
-from memorystore.devcluster.build import kwok_stages
-from memorystore.devcluster.pki import PKI, Pair
+from memorystore_dev.devcluster.build import kwok_stages
+from memorystore_dev.devcluster.pki import PKI, Pair
 
 if TYPE_CHECKING:
-    from memorystore.devcluster.node import RealNode
+    from memorystore_dev.devcluster.node import RealNode
 
 Log = Callable[[str], None]
 NODE_NAME = "kwok-node-0"
@@ -116,7 +116,7 @@ class LocalCluster:
             if kept is None:
                 raise
             self.log(f"start failed; the logs are kept in {kept}")
-            from memorystore.devcluster.node import NodeStartError
+            from memorystore_dev.devcluster.node import NodeStartError
 
             if isinstance(exc, NodeStartError) and exc.log is not None:
                 # name the kept copy of the log: the workdir is gone
@@ -388,7 +388,7 @@ def _mount_points() -> list[str]:
 
 def _node_gateway() -> str:
     """The real node's bridge address, where pods reach the API server."""
-    from memorystore.devcluster.node import GATEWAY
+    from memorystore_dev.devcluster.node import GATEWAY
 
     return GATEWAY
 

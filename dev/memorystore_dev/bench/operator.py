@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from memorystore.devcluster.build import ensure_tools
-from memorystore.devcluster.cluster import LocalCluster
-from memorystore.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, Kube
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
-from memorystore.operator.process import start_operator, stop_operator
+from memorystore_dev.devcluster.build import ensure_tools
+from memorystore_dev.devcluster.cluster import LocalCluster
+from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, Kube
+from memorystore_dev.operator_process import start_operator, stop_operator
 
 # kind -> how many per store (managed Qdrant, SQLite history: the default spec)
 CHILDREN = {

@@ -7,7 +7,7 @@ machine's Go. A build takes many minutes, so each binary is cached under
 missing. Binaries are built and checked in a temp folder beside the cache and moved into place
 with one rename, so a killed build can never be mistaken for a finished one.
 
-    python -m memorystore.devcluster.build [--tools kubectl,etcd] [--print-versions]
+    python -m memorystore_dev.devcluster.build [--tools kubectl,etcd] [--print-versions]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from memorystore.devcluster import versions
+from memorystore_dev.devcluster import versions
 
 Log = Callable[[str], None]
 
@@ -131,8 +131,7 @@ GROUPS: tuple[Group, ...] = (
         expect=versions.HELM,
     ),
     Group(
-        # The real node's cluster DNS (memorystore/devcluster/node.py); the module root is its
-        # `package main`.
+        # The real node's cluster DNS (node/); the module root is its `package main`.
         name="coredns",
         module="github.com/coredns/coredns",
         version=versions.COREDNS,
@@ -141,8 +140,8 @@ GROUPS: tuple[Group, ...] = (
         expect=f"CoreDNS-{versions.COREDNS.removeprefix('v')}",
     ),
     Group(
-        # The real test node's NetworkPolicy enforcer (memorystore/devcluster/netpol.py). It has
-        # no version flag (nor a stamped version); `--help` proves the binary runs.
+        # The real test node's NetworkPolicy enforcer (netpol.py). It has no version flag (nor
+        # a stamped version); `--help` proves the binary runs.
         name="kube-network-policies",
         module="sigs.k8s.io/kube-network-policies",
         version=versions.KUBE_NETWORK_POLICIES,
@@ -720,7 +719,7 @@ def ensure_tools(tools: list[str] | None = None, log: Log = print) -> dict[str, 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: build (or find cached) tools and print the time each took."""
     parser = argparse.ArgumentParser(
-        prog="python -m memorystore.devcluster.build",
+        prog="python -m memorystore_dev.devcluster.build",
         description="Build the pinned Kubernetes tool binaries into "
         "${XDG_CACHE_HOME:-~/.cache}/memorystore/k8s-tools.",
     )

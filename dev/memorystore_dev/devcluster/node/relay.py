@@ -5,7 +5,7 @@ machine's own network can reach it, and kubectl and the tests keep using loopbac
 it through the `kubernetes` Service, whose endpoint is the bridge gateway address; this relay
 listens there and forwards each connection, bytes unchanged (TLS end to end), to loopback.
 
-    python -m memorystore.devcluster.node.relay LISTEN_HOST:PORT TARGET_HOST:PORT
+    python -m memorystore_dev.devcluster.node.relay LISTEN_HOST:PORT TARGET_HOST:PORT
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memorystore.devcluster.build import ensure_tools
-from memorystore.devcluster.cluster import LocalCluster, Log
-from memorystore.devcluster.node import NODE_TOOLS, NodeAddon, RealNode
+from memorystore_dev.devcluster.build import ensure_tools
+from memorystore_dev.devcluster.cluster import LocalCluster, Log
+from memorystore_dev.devcluster.node import NODE_TOOLS, NodeAddon, RealNode
 
 CLUSTER_TOOLS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
 CLIENT_TOOLS = ["kubectl", "helm"]

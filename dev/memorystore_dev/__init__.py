@@ -1,0 +1,1 @@
+"""MemoryStore's developer tools: the Kubernetes test harness and the benchmarks (not shipped)."""

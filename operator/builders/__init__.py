@@ -1,0 +1,84 @@
+"""Pure builders: a MemoryStore spec in, the desired Kubernetes children out, as plain dicts.
+
+No I/O, no clock, no randomness: the same input gives byte-identical objects, so the apply
+layer can server-side-apply them on every reconcile and any difference is a real change.
+The generated keys come in as `Keys` (the apply layer creates them once and keeps them)
+and the service key's rotation state as `keys.ServiceKeyState`; secret values appear only
+in the Secrets built here. Everything else refers to secrets (`secretKeyRef` and Secret
+volumes in pod specs, `{env: VAR}` / `{file: PATH}` in the config files), so no secret is
+ever copied into a ConfigMap.
+
+One module per kind of child; the spec is checked once, by `validate.check_spec`, before
+any of them is built. This module is the table of contents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memorystore.operator import names
+from memorystore.operator.builders.client import client_config_map, client_secret
+from memorystore.operator.builders.common import canonical
+from memorystore.operator.builders.configs import (
+    client_config,
+    render_client_config,
+    render_service_config,
+    service_config,
+)
+from memorystore.operator.builders.memory_service import (
+    memory_config_map,
+    memory_data_claim,
+    memory_deployment,
+    memory_service,
+)
+from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
+from memorystore.operator.builders.qdrant import (
+    qdrant_headless_service,
+    qdrant_service,
+    qdrant_statefulset,
+)
+from memorystore.spec import MemoryStoreSpec
+
+
+def desired_children(
+    owner: Owner, spec: MemoryStoreSpec, images: Images, keys: Keys, *, ca_cert: str | None = None
+) -> list[dict[str, Any]]:
+    """Every child but the keys Secret, in apply order: network policies before the pods
+    they protect, Services before the StatefulSet that names one, config and volume before
+    the Deployment that mounts them. Needs a spec `check_spec` accepted.
+
+    `ca_cert` is the CA agents must trust (the apply layer reads it from the TLS Secrets);
+    the certificate Secrets themselves are written by the apply layer, not applied here."""
+    service_text = render_service_config(owner, service_config(owner, spec))
+    client_text = render_client_config(owner, client_config(owner, spec, ca_cert))
+    managed = spec.vector_store.managed is not None
+    children: list[dict[str, Any]] = []
+    if managed:
+        children.append(qdrant_network_policy(owner))
+    children.append(memory_network_policy(owner, spec))
+    if managed:
+        children += [
+            qdrant_headless_service(owner),
+            qdrant_service(owner),
+            qdrant_statefulset(owner, spec, images),
+        ]
+    children += [
+        memory_config_map(owner, service_text),
+        memory_data_claim(owner, spec),
+        memory_deployment(owner, spec, images, service_text),
+        memory_service(owner, spec),
+        client_config_map(owner, client_text, ca_cert if spec.tls.enabled else None),
+        client_secret(owner, keys),
+    ]
+    return [canonical(child) for child in children]
+
+
+def expected_workloads(owner: Owner, spec: MemoryStoreSpec) -> list[tuple[str, str]]:
+    """(kind, name) of the workloads that must report ready replicas for Ready (those
+    `desired_children` makes). Needs a spec `check_spec` accepted."""
+    workloads = []
+    if spec.vector_store.managed is not None:
+        workloads.append(("StatefulSet", names.qdrant_statefulset_name(owner.name)))
+    workloads.append(("Deployment", names.memory_deployment_name(owner.name)))
+    return workloads

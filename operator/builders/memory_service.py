@@ -1,0 +1,208 @@
+"""The memory service: its rendered config, its data volume, its Deployment and Service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memorystore.operator import names
+from memorystore.operator.builders.common import (
+    RESTRICTED_CONTAINER,
+    container_resources,
+    http_probe,
+    metadata,
+    owns_data,
+    placement,
+    pod_security,
+    ref_env,
+    secret_env,
+    service_port,
+    storage_spec,
+    value_env,
+)
+from memorystore.operator.builders.configs import config_checksum
+from memorystore.operator.builders.model import Images, Owner
+from memorystore.operator.builders.paths import (
+    CONFIG_DIR,
+    DATA_DIR,
+    ENV_EMBEDDER_KEY,
+    ENV_LLM_KEY,
+    ENV_QDRANT_KEY,
+    SERVICE_CONFIG_PATH,
+    SERVICE_KEY_DIR,
+    SERVICE_UID,
+    TLS_DIR,
+    TLS_FILE_MODE,
+)
+from memorystore.spec import MemoryStoreSpec
+
+
+def memory_config_map(owner: Owner, config_text: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "data": {names.SERVICE_CONFIG_FILE: config_text},
+        "kind": "ConfigMap",
+        "metadata": metadata(owner, names.memory_config_map_name(owner.name), names.MEMORY_SERVICE),
+    }
+
+
+def memory_data_claim(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
+    """The SQLite history, idempotency keys and, with spec.vectorStore.embedded, the engine's
+    files (ReadWriteOnce: one pod at a time)."""
+    sqlite = spec.history_db.sqlite
+    assert sqlite is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(
+            owner,
+            names.memory_data_claim_name(owner.name),
+            names.MEMORY_SERVICE,
+            owned=owns_data(spec),
+        ),
+        "spec": storage_spec(sqlite.storage),
+    }
+
+
+def _memory_env(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
+    keys = names.keys_secret_name(owner.name)
+    env = [  # the service key is a mounted file (SERVICE_KEY_DIR), so it can rotate
+        value_env("HOME", "/tmp"),  # the root filesystem is read-only
+        value_env("MEM0_TELEMETRY", "False"),
+    ]
+    vs = spec.vector_store
+    if vs.managed is not None:
+        env.append(secret_env(ENV_QDRANT_KEY, keys, names.QDRANT_API_KEY))
+    elif vs.external is not None and vs.external.api_key_secret_ref is not None:
+        env.append(ref_env(ENV_QDRANT_KEY, vs.external.api_key_secret_ref))
+    if spec.embedder.api_key_secret_ref is not None:
+        env.append(ref_env(ENV_EMBEDDER_KEY, spec.embedder.api_key_secret_ref))
+    if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
+        env.append(ref_env(ENV_LLM_KEY, spec.llm.api_key_secret_ref))
+    return sorted(env, key=lambda e: e["name"])
+
+
+def _memory_port(spec: MemoryStoreSpec) -> str:
+    """The service's port name: what it speaks, for people and for appProtocol-aware tools."""
+    return "https" if spec.tls.enabled else "http"
+
+
+def _tls_mounts(spec: MemoryStoreSpec) -> list[dict[str, Any]]:
+    return [{"mountPath": TLS_DIR, "name": "tls", "readOnly": True}] if spec.tls.enabled else []
+
+
+def _tls_volumes(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
+    """The serving certificate and key only (ca.crt is for agents). Whole files, no subPath:
+    kubelet then replaces them in place on renewal and the service reloads them."""
+    if not spec.tls.enabled:
+        return []
+    return [
+        {
+            "name": "tls",
+            "secret": {
+                "defaultMode": TLS_FILE_MODE,
+                "items": [
+                    {"key": names.TLS_CERT, "path": names.TLS_CERT},
+                    {"key": names.TLS_KEY, "path": names.TLS_KEY},
+                ],
+                "secretName": names.tls_secret_name(owner.name),
+            },
+        }
+    ]
+
+
+def memory_deployment(
+    owner: Owner, spec: MemoryStoreSpec, images: Images, config_text: str
+) -> dict[str, Any]:
+    store = owner.name
+    port, https = _memory_port(spec), spec.tls.enabled
+    container = {
+        "args": ["serve", "--config", SERVICE_CONFIG_PATH],
+        "env": _memory_env(owner, spec),
+        "image": spec.service.image or images.service,
+        "imagePullPolicy": "IfNotPresent",
+        "livenessProbe": http_probe(
+            "/healthz", port, period=10, timeout=5, failures=6, https=https
+        ),
+        "name": "memory-service",
+        "ports": [{"containerPort": names.SERVICE_PORT, "name": port, "protocol": "TCP"}],
+        # /readyz checks Qdrant and the history DB itself, within 5 s.
+        "readinessProbe": http_probe(
+            "/readyz", port, period=10, timeout=6, failures=3, https=https
+        ),
+        "resources": container_resources(spec.service.resources),
+        "securityContext": RESTRICTED_CONTAINER,
+        # The embedder loads before the server listens: allow up to 5 minutes.
+        "startupProbe": http_probe("/healthz", port, period=5, timeout=3, failures=60, https=https),
+        "volumeMounts": [
+            {"mountPath": CONFIG_DIR, "name": "config", "readOnly": True},
+            {"mountPath": DATA_DIR, "name": "data"},
+            {"mountPath": SERVICE_KEY_DIR, "name": "service-key", "readOnly": True},
+            *_tls_mounts(spec),
+            {"mountPath": "/tmp", "name": "tmp"},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(owner, names.memory_deployment_name(store), names.MEMORY_SERVICE),
+        "spec": {
+            "replicas": 0 if spec.suspend else spec.service.replicas,
+            "selector": {"matchLabels": names.selector_labels(store, names.MEMORY_SERVICE)},
+            # The data volume is ReadWriteOnce (and an embedded engine locks its files): the
+            # old pod must let go before the new starts.
+            "strategy": {"type": "Recreate"},
+            "template": {
+                "metadata": {
+                    # Only the rendered config: the keys Secret never changes after creation,
+                    # and a rotated service key or a renewed certificate is re-read from its
+                    # volume (no restart).
+                    "annotations": {names.CONFIG_CHECKSUM_ANNOTATION: config_checksum(config_text)},
+                    "labels": names.labels(store, names.MEMORY_SERVICE),
+                },
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "containers": [container],
+                    "enableServiceLinks": False,
+                    "securityContext": pod_security(SERVICE_UID),
+                    **placement(spec.service.node_selector, spec.service.tolerations),
+                    "volumes": [
+                        {
+                            "configMap": {"name": names.memory_config_map_name(store)},
+                            "name": "config",
+                        },
+                        {
+                            "name": "data",
+                            "persistentVolumeClaim": {
+                                "claimName": names.memory_data_claim_name(store)
+                            },
+                        },
+                        {
+                            "name": "service-key",
+                            # Whole Secret, no subPath: kubelet then updates the files in
+                            # place; previous-api-key exists only during a grace period.
+                            "secret": {
+                                "defaultMode": 0o440,
+                                "secretName": names.service_key_secret_name(store),
+                            },
+                        },
+                        *_tls_volumes(owner, spec),
+                        {"emptyDir": {}, "name": "tmp"},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def memory_service(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
+    store = owner.name
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(owner, names.memory_service_name(store), names.MEMORY_SERVICE),
+        "spec": {
+            "ports": [service_port(_memory_port(spec), names.SERVICE_PORT)],
+            "selector": names.selector_labels(store, names.MEMORY_SERVICE),
+            "type": "ClusterIP",
+        },
+    }

@@ -1,0 +1,59 @@
+"""The NetworkPolicies that keep each store's pods to its own agents and its own service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memorystore.operator import names
+from memorystore.operator.builders.common import metadata
+from memorystore.operator.builders.model import Owner
+from memorystore.operator.isolation import admitted_selectors
+from memorystore.spec import MemoryStoreSpec
+
+
+def _tcp(port: int) -> dict[str, Any]:
+    return {"port": port, "protocol": "TCP"}
+
+
+def qdrant_network_policy(owner: Owner) -> dict[str, Any]:
+    """Only this store's memory service reaches Qdrant's API; only its peers reach p2p."""
+    store = owner.name
+    qdrant = {"matchLabels": names.selector_labels(store, names.QDRANT)}
+    service = {"matchLabels": names.selector_labels(store, names.MEMORY_SERVICE)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(owner, names.qdrant_network_policy_name(store), names.QDRANT),
+        "spec": {
+            "ingress": [
+                {
+                    "from": [{"podSelector": service}],
+                    "ports": [_tcp(names.QDRANT_HTTP_PORT), _tcp(names.QDRANT_GRPC_PORT)],
+                },
+                {"from": [{"podSelector": qdrant}], "ports": [_tcp(names.QDRANT_P2P_PORT)]},
+            ],
+            "podSelector": qdrant,
+            "policyTypes": ["Ingress"],
+        },
+    }
+
+
+def memory_network_policy(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
+    """Only this store's agent pods reach the memory service, on its one port.
+
+    Admitted: pods labelled `memorystore.dev/client: <store>` (unique to the store), plus
+    the pods `spec.allowedAgentPods` matches. A podSelector without a namespaceSelector
+    matches pods of this namespace only, so no pod of another namespace is ever admitted.
+    """
+    store = owner.name
+    peers = [{"podSelector": {"matchLabels": s}} for s in admitted_selectors(store, spec)]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(owner, names.memory_network_policy_name(store), names.MEMORY_SERVICE),
+        "spec": {
+            "ingress": [{"from": peers, "ports": [_tcp(names.SERVICE_PORT)]}],
+            "podSelector": {"matchLabels": names.selector_labels(store, names.MEMORY_SERVICE)},
+            "policyTypes": ["Ingress"],
+        },
+    }

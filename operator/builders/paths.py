@@ -1,0 +1,49 @@
+"""Where things are inside the pods: the paths, user ids and variable names that the rendered
+config files, the pod specs and the images must agree on (the Dockerfile and the middleware's
+defaults name some of them too)."""
+
+from __future__ import annotations
+
+from memorystore.operator import names
+
+# --- inside the memory-service pod ----------------------------------------------------------
+CONFIG_DIR = "/etc/memorystore"
+SERVICE_CONFIG_PATH = f"{CONFIG_DIR}/{names.SERVICE_CONFIG_FILE}"
+DATA_DIR = "/data"
+HISTORY_PATH = f"{DATA_DIR}/history.db"
+# spec.vectorStore.embedded: the engine's files on the same volume as the history.
+EMBEDDED_QDRANT_PATH = f"{DATA_DIR}/qdrant"
+SERVICE_UID = 10001
+# The service-key Secret, mounted read-only: kubelet updates the files in place on a
+# rotation and the service re-reads them (no restart). Not under CONFIG_DIR: a volume
+# mounted inside another volume's mount is fragile.
+SERVICE_KEY_DIR = "/var/run/secrets/memorystore/service-key"
+SERVICE_KEY_FILE = f"{SERVICE_KEY_DIR}/{names.CURRENT_SERVICE_KEY}"
+PREVIOUS_SERVICE_KEY_FILE = f"{SERVICE_KEY_DIR}/{names.PREVIOUS_SERVICE_KEY}"
+# The serving certificate (Secret <store>-tls: tls.crt, tls.key), mounted read-only. Kubelet
+# updates it in place on renewal and the service reloads it (no restart, so it is not in the
+# pod template's checksum).
+TLS_DIR = "/var/run/secrets/memorystore/tls"
+TLS_CERT_FILE = f"{TLS_DIR}/{names.TLS_CERT}"
+TLS_KEY_FILE = f"{TLS_DIR}/{names.TLS_KEY}"
+TLS_FILE_MODE = 0o440  # root:fsGroup, readable by the service's group only
+# The config file names these variables; the Deployment fills them from Secrets.
+ENV_QDRANT_KEY = "QDRANT_API_KEY"
+ENV_EMBEDDER_KEY = "EMBEDDER_API_KEY"
+ENV_LLM_KEY = "LLM_API_KEY"
+
+# --- inside agent pods ----------------------------------------------------------------------
+# Agents mount the client Secret here; client.yaml points at the key file. (Mount the client
+# ConfigMap beside it, e.g. /etc/memorystore/client, not at a parent of this directory.)
+CLIENT_SECRET_DIR = "/etc/memorystore/secrets"
+CLIENT_KEY_FILE = f"{CLIENT_SECRET_DIR}/{names.CLIENT_API_KEY}"
+# The client ConfigMap's mount (the middleware's default config path is client.yaml in it);
+# its ca.crt is the CA the service's certificate chains to.
+CLIENT_CONFIG_DIR = "/etc/memorystore/client"
+CLIENT_CA_FILE = f"{CLIENT_CONFIG_DIR}/{names.CA_CERT}"
+
+# --- inside Qdrant pods ---------------------------------------------------------------------
+QDRANT_UID = 1000
+QDRANT_STORAGE_DIR = "/qdrant/storage"
+QDRANT_SNAPSHOTS_DIR = "/qdrant/snapshots"
+QDRANT_INIT_DIR = "/qdrant/init"  # Qdrant writes an "initialized" marker at start

@@ -1,0 +1,180 @@
+"""Managed Qdrant (spec.vectorStore.managed): its StatefulSet and the two Services in front."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memorystore.operator import names
+from memorystore.operator.builders.common import (
+    RESTRICTED_CONTAINER,
+    container_resources,
+    http_probe,
+    metadata,
+    placement,
+    pod_security,
+    secret_env,
+    service_port,
+    storage_spec,
+    value_env,
+)
+from memorystore.operator.builders.model import Images, Owner
+from memorystore.operator.builders.paths import (
+    QDRANT_INIT_DIR,
+    QDRANT_SNAPSHOTS_DIR,
+    QDRANT_STORAGE_DIR,
+    QDRANT_UID,
+)
+from memorystore.spec import DeletionPolicy, MemoryStoreSpec
+
+
+def _qdrant_start_script(owner: Owner) -> str:
+    """Start Qdrant in distributed mode: pod 0 founds the cluster, the others join it.
+
+    Always distributed (as qdrant-helm), even with one replica, so scaling up later joins
+    new peers to the existing data instead of starting independent, empty stores.
+    """
+    peers = f"{names.qdrant_headless_service_name(owner.name)}.{owner.namespace}.svc"
+    first = f"http://{names.qdrant_statefulset_name(owner.name)}-0.{peers}:{names.QDRANT_P2P_PORT}"
+    return (
+        f'first="{first}"\n'
+        'if [ "${HOSTNAME##*-}" = "0" ]; then\n'
+        '  exec ./qdrant --uri "$first"\n'
+        "fi\n"
+        f'exec ./qdrant --bootstrap "$first" --uri "http://$HOSTNAME.{peers}:{names.QDRANT_P2P_PORT}"\n'
+    )
+
+
+def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> dict[str, Any]:
+    managed = spec.vector_store.managed
+    assert managed is not None
+    store = owner.name
+    selector = names.selector_labels(store, names.QDRANT)
+    container = {
+        "args": [_qdrant_start_script(owner)],
+        "command": ["/bin/sh", "-c"],
+        "env": [
+            value_env("QDRANT_INIT_FILE_PATH", f"{QDRANT_INIT_DIR}/.qdrant-initialized"),
+            value_env("QDRANT__CLUSTER__ENABLED", "true"),
+            value_env("QDRANT__CLUSTER__P2P__PORT", str(names.QDRANT_P2P_PORT)),
+            secret_env(
+                "QDRANT__SERVICE__API_KEY", names.keys_secret_name(store), names.QDRANT_API_KEY
+            ),
+            value_env("QDRANT__STORAGE__SNAPSHOTS_PATH", QDRANT_SNAPSHOTS_DIR),
+            value_env("QDRANT__STORAGE__STORAGE_PATH", QDRANT_STORAGE_DIR),
+            value_env("QDRANT__TELEMETRY_DISABLED", "true"),
+        ],
+        "image": managed.image or images.qdrant,
+        "imagePullPolicy": "IfNotPresent",
+        # /readyz and /livez answer without the API key (Qdrant whitelists them).
+        "livenessProbe": http_probe("/livez", "http", period=10, timeout=3, failures=6),
+        "name": "qdrant",
+        "ports": [
+            {"containerPort": names.QDRANT_HTTP_PORT, "name": "http", "protocol": "TCP"},
+            {"containerPort": names.QDRANT_GRPC_PORT, "name": "grpc", "protocol": "TCP"},
+            {"containerPort": names.QDRANT_P2P_PORT, "name": "p2p", "protocol": "TCP"},
+        ],
+        "readinessProbe": http_probe("/readyz", "http", period=5, timeout=3, failures=3),
+        "resources": container_resources(managed.resources),
+        "securityContext": RESTRICTED_CONTAINER,
+        # Loading large collections from disk can take minutes: up to 10 before liveness.
+        "startupProbe": http_probe("/livez", "http", period=5, timeout=3, failures=120),
+        "volumeMounts": [
+            {"mountPath": QDRANT_STORAGE_DIR, "name": "storage"},
+            {"mountPath": QDRANT_SNAPSHOTS_DIR, "name": "snapshots"},
+            {"mountPath": QDRANT_INIT_DIR, "name": "init"},
+            {"mountPath": "/tmp", "name": "tmp"},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(owner, names.qdrant_statefulset_name(store), names.QDRANT),
+        "spec": {
+            # Distributed Qdrant is ready only with its peers: start them together.
+            "podManagementPolicy": "Parallel",
+            # The volumes follow deletionPolicy when the StatefulSet goes; never on scale-down.
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": "Delete"
+                if spec.deletion_policy == DeletionPolicy.DELETE
+                else "Retain",
+                "whenScaled": "Retain",
+            },
+            "replicas": 0 if spec.suspend else managed.replicas,
+            "selector": {"matchLabels": selector},
+            "serviceName": names.qdrant_headless_service_name(store),
+            "template": {
+                "metadata": {"labels": names.labels(store, names.QDRANT)},
+                "spec": {
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "podAffinityTerm": {
+                                        "labelSelector": {"matchLabels": selector},
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                    "weight": 100,
+                                }
+                            ]
+                        }
+                    },
+                    "automountServiceAccountToken": False,
+                    "containers": [container],
+                    "enableServiceLinks": False,
+                    "securityContext": pod_security(QDRANT_UID),
+                    **placement(managed.node_selector, managed.tolerations),
+                    "volumes": [
+                        {"emptyDir": {}, "name": "snapshots"},
+                        {"emptyDir": {}, "name": "init"},
+                        {"emptyDir": {}, "name": "tmp"},
+                    ],
+                },
+            },
+            "updateStrategy": {"type": "RollingUpdate"},
+            # Immutable once created: a size change must be made on the PVCs themselves.
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"labels": names.labels(store, names.QDRANT), "name": "storage"},
+                    "spec": storage_spec(managed.storage),
+                }
+            ],
+        },
+    }
+
+
+def qdrant_headless_service(owner: Owner) -> dict[str, Any]:
+    """Stable per-pod DNS for the peers; not-ready pods are published so they can join."""
+    store = owner.name
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(owner, names.qdrant_headless_service_name(store), names.QDRANT),
+        "spec": {
+            "clusterIP": "None",
+            "ports": [
+                service_port("http", names.QDRANT_HTTP_PORT),
+                service_port("grpc", names.QDRANT_GRPC_PORT),
+                service_port("p2p", names.QDRANT_P2P_PORT),
+            ],
+            "publishNotReadyAddresses": True,
+            "selector": names.selector_labels(store, names.QDRANT),
+        },
+    }
+
+
+def qdrant_service(owner: Owner) -> dict[str, Any]:
+    """The address the memory service uses (ready pods only)."""
+    store = owner.name
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(owner, names.qdrant_service_name(store), names.QDRANT),
+        "spec": {
+            "ports": [
+                service_port("http", names.QDRANT_HTTP_PORT),
+                service_port("grpc", names.QDRANT_GRPC_PORT),
+            ],
+            "selector": names.selector_labels(store, names.QDRANT),
+            "type": "ClusterIP",
+        },
+    }

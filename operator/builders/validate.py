@@ -1,0 +1,120 @@
+"""The spec checks the schema cannot make: the only place a spec is refused after parsing."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from memorystore.config import ServiceConfig, ServiceEmbedder, ServiceLLM
+from memorystore.operator import names
+from memorystore.operator.builders.configs import service_config_data
+from memorystore.operator.builders.model import Owner
+from memorystore.spec import MemoryStoreSpec, Model, Resources, Storage
+
+
+class SpecError(ValueError):
+    """A spec the operator cannot realise; the message names the field (a status condition)."""
+
+
+# Kubernetes quantity grammar without a sign: a number, then a binary or decimal SI suffix
+# or an exponent ("1Gi", "500m", "1.5", "1e3").
+_QUANTITY = re.compile(r"^(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+
+
+def check_spec(owner: Owner, spec: MemoryStoreSpec) -> None:
+    """Refuse what cannot be built, naming the field.
+
+    Run once per reconcile, before anything is written; every builder assumes a spec this
+    accepted, so none of them can fail halfway through. The CRD's CEL rules catch most of
+    this at `kubectl apply`; this checks again so that an older CRD, a direct API write or a
+    unit test can never produce broken children.
+    """
+    problem = names.name_problem(owner.name)
+    if problem:
+        raise SpecError(f"metadata.name {problem}")
+    vs = spec.vector_store
+    if sum(tier is not None for tier in (vs.managed, vs.external, vs.embedded)) != 1:
+        raise SpecError(
+            "spec.vectorStore: set exactly one of spec.vectorStore.managed, "
+            "spec.vectorStore.external or spec.vectorStore.embedded"
+        )
+    if vs.external is not None:
+        _check_url(vs.external.url, "spec.vectorStore.external.url")
+    history = spec.history_db
+    if history.postgres is not None:
+        raise SpecError(
+            "spec.historyDb.postgres is not supported yet: the memory service keeps its "
+            "history in mem0's SQLite database (a single-writer file on a volume); use "
+            "spec.historyDb.sqlite"
+        )
+    if history.sqlite is None:
+        raise SpecError("spec.historyDb: set spec.historyDb.sqlite")
+    if vs.embedded is not None and spec.service.replicas > 1:
+        raise SpecError(
+            f"spec.service.replicas is {spec.service.replicas}, but spec.vectorStore.embedded "
+            "runs the engine in the service's process and it holds a single-process lock on "
+            "its files: use 0 or 1"
+        )
+    if spec.service.replicas > 1:
+        raise SpecError(
+            f"spec.service.replicas is {spec.service.replicas}, but a SQLite history "
+            "(spec.historyDb.sqlite) is one writer on a ReadWriteOnce volume: use 0 or 1"
+        )
+    _check_storage(history.sqlite.storage, "spec.historyDb.sqlite.storage")
+    _check_resources(spec.service.resources, "spec.service.resources")
+    if vs.managed is not None:
+        _check_storage(vs.managed.storage, "spec.vectorStore.managed.storage")
+        _check_resources(vs.managed.resources, "spec.vectorStore.managed.resources")
+    _check_service_config(owner, spec)
+
+
+def _check_url(url: str, field: str) -> None:
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        # It would be written into a ConfigMap (and this message into status): never echo it.
+        raise SpecError(
+            f"{field} must not contain credentials; put the key in a Secret and name it in "
+            "spec.vectorStore.external.apiKeySecretRef"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"{field} must be an http:// or https:// URL with a host, not {url!r}")
+
+
+def _check_quantity(value: str, field: str) -> None:
+    if not _QUANTITY.match(value):
+        raise SpecError(f"{field} must be a Kubernetes quantity such as 1Gi or 500m, not {value!r}")
+
+
+def _check_storage(storage: Storage, field: str) -> None:
+    _check_quantity(storage.size, f"{field}.size")
+
+
+def _check_resources(resources: Resources, field: str) -> None:
+    for kind, values in (("requests", resources.requests), ("limits", resources.limits)):
+        for name, value in values.items():
+            _check_quantity(value, f"{field}.{kind}.{name}")
+
+
+def _check_service_config(owner: Owner, spec: MemoryStoreSpec) -> None:
+    """The memory service's own rules (e.g. a remote embedder needs a model), applied to the
+    config this spec renders: the embedder, then the LLM, then the whole file."""
+    data = service_config_data(owner, spec)
+    _check_model(ServiceEmbedder, data["embedder"], "spec.embedder")
+    if "llm" in data:
+        _check_model(ServiceLLM, data["llm"], "spec.llm")
+    _check_model(ServiceConfig, data, "spec")
+
+
+def _check_model(model: type[Model], data: dict[str, Any], field: str) -> None:
+    """Validate `data` as `model`; problems become one SpecError naming spec fields."""
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join([field, *(str(p) for p in err["loc"])])
+            problems.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
+        raise SpecError("; ".join(problems)) from None
