@@ -104,9 +104,10 @@ async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, Me
     except SpecError as exc:
         bad = Observed(owner.generation, spec.suspend, spec_error=str(exc))
         return "invalid_spec", compute_status(bad, previous, _now())
-    keys = await apply.ensure_keys(client, owner, owns_data(spec))
+    owned = owns_data(spec)
+    keys = await apply.ensure_keys(client, owner, owned)
     service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
-    tls = await apply.ensure_tls(client, owner, spec, owns_data(spec), dt.datetime.now(dt.UTC))
+    tls = await apply.ensure_tls(client, owner, spec, owned, dt.datetime.now(dt.UTC))
     children = desired_children(
         owner,
         spec,

@@ -34,17 +34,23 @@ def scheduling_group(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests outside the groups go first, so none of them starts last and runs alone.
+    """One order for the whole session: slow tests outside the groups first, so none of them
+    starts last and runs alone; real-node tests last, because their session fixture holds
+    the machine-wide host lock until the session ends and the other machine tests (e.g. the
+    enforcer's) take that lock too.
 
     A test that uses the real node outside the machine group would wait for the other
     worker's host lock for the whole run: it is refused instead."""
-    for item in items:
-        uses_machine = "real_node" in getattr(item, "fixturenames", ())
-        if uses_machine and scheduling_group(item.nodeid) != "machine":
-            raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
-    items.sort(
-        key=lambda i: scheduling_group(i.nodeid) != i.nodeid or i.get_closest_marker("slow") is None
-    )
+
+    def rank(item: pytest.Item) -> int:
+        if "real_node" in getattr(item, "fixturenames", ()):
+            if scheduling_group(item.nodeid) != "machine":
+                raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
+            return 2
+        grouped = scheduling_group(item.nodeid) != item.nodeid
+        return 1 if grouped or item.get_closest_marker("slow") is None else 0
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(optionalhook=True)

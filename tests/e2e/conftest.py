@@ -48,15 +48,6 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the real node run last in the session: its session fixture holds the
-    machine-wide host lock until the session ends, and later host-network tests (e.g. the
-    enforcer's integration test) take that lock too."""
-    last = [i for i in items if "real_node" in getattr(i, "fixturenames", ())]
-    if last:
-        items[:] = [i for i in items if i not in last] + last
-
-
 @pytest.fixture(scope="session")
 def real_node() -> Iterator[RealNodeRun]:
     """A local control plane with a REAL kubelet node (tests/support/real_node.py): separate
