@@ -30,9 +30,18 @@ demo: install
 # and the cluster tests on a local control plane (or on $$KUBECONFIG when it is set).
 # pytest-xdist workers: the machine-level tests and the simulated-node cluster tests each stay
 # in one worker, the rest fill the gaps (tests/conftest.py). PYTEST_WORKERS=0: one process.
+# The pinned tools build in the background meanwhile (a cold build is many minutes of Go):
+# a test that needs one waits for its build (one lock per tool group), the others go on.
 PYTEST_WORKERS ?= auto
-test: install lint tools node-deps
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses=4
+TOOLS_LOG ?= .memorystore/tools-build.log
+test: install lint node-deps
+	@mkdir -p $(dir $(TOOLS_LOG))
+	@echo "== building (or finding cached) the pinned Kubernetes tools in the background: $(TOOLS_LOG)"
+	@$(BIN)/memorystore dev tools >$(TOOLS_LOG) 2>&1 & tools=$$!; \
+	trap 'kill $$tools 2>/dev/null' INT TERM; \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses=4; status=$$?; \
+	if ! wait $$tools; then echo "the tool build failed ($(TOOLS_LOG)):"; tail -n 20 $(TOOLS_LOG); status=1; fi; \
+	tail -n 1 $(TOOLS_LOG); exit $$status
 
 # Debian packages the machine-level tests need: the image builds (a private dockerd, a
 # debootstrapped base) and the real node. One list: add packages here, not in a new target.

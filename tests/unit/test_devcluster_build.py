@@ -6,11 +6,12 @@ No network and no Go: the real build is slow and is run by hand or by the harnes
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from memorystore_dev.devcluster import build, versions
+from memorystore_dev.devcluster import build, node, versions
 
 # A cut-down k8s.io/kubernetes go.mod with everything the wrapper generation looks at.
 KUBERNETES_GO_MOD = """\
@@ -180,7 +181,7 @@ def test_install_is_atomic_and_leaves_no_staging(tmp_path):
 
 def _fake_cache(root: Path) -> None:
     for tool in build.TOOLS:
-        path = build.tool_path(tool, versions.TOOL_VERSIONS[tool], root)
+        path = build.tool_path(tool, build.group_of(tool).key, root)
         path.parent.mkdir(parents=True)
         path.write_bytes(b"#!/bin/sh\n")
         path.chmod(0o755)
@@ -208,6 +209,27 @@ def test_ensure_tools_returns_paths(tmp_path, monkeypatch):
         "kubectl": root / f"kubectl-{versions.KUBERNETES}" / "kubectl",
         "etcd": root / f"etcd-{versions.ETCD}" / "etcd",
     }
+
+
+def test_coredns_is_our_own_main_with_only_the_corefile_plugins():
+    group = build.group_of("coredns")
+    source = group.main_go or ""
+    imported = re.findall(r'_ "github.com/coredns/coredns/plugin/(\w+)"', source)
+    assert imported == list(build.COREDNS_PLUGINS)
+    directives = '"bind", "ready", "health", "errors", "cache", "kubernetes"'
+    assert f"dnsserver.Directives = []string{{{directives}}}" in source
+    # Exactly the directives of the node's Corefile are compiled in (nothing forwards out).
+    corefile = node.coredns_corefile(Path("/k/kubeconfig"), 8080, 8181)
+    directives = {line.split()[0] for line in corefile.splitlines() if line.startswith("    ")}
+    directives -= {"kubeconfig", "pods", "fallthrough", "ttl", "}"}
+    assert directives == set(build.COREDNS_PLUGINS)
+    # Its own main needs no tool directive, and the slim binary has its own cache key.
+    mod = build.wrapper_go_mod(group, "module github.com/coredns/coredns\ngo 1.26.0\n", ["coredns"])
+    assert "tool (\n)" in mod and f"github.com/coredns/coredns {group.version}" in mod
+    assert group.packages["coredns"] == group.wrapper
+    assert build.tool_path("coredns", group.key, Path("/c")).parent.name == (
+        f"coredns-{versions.COREDNS}-plugins-bind-ready-health-errors-cache-kubernetes"
+    )
 
 
 def test_unknown_tool_is_refused_before_any_work(tmp_path):

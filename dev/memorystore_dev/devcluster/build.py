@@ -59,6 +59,20 @@ class Group:
     version_args: Mapping[str, tuple[str, ...]]  # tool -> arguments that print its version
     expect: str  # text every version output must contain
     tags: tuple[str, ...] = ()
+    # A `package main` of our own, written into the wrapper module (its packages then name
+    # the wrapper module itself), and the word that tells its build apart in the cache.
+    main_go: str | None = None
+    variant: str = ""
+
+    @property
+    def wrapper(self) -> str:
+        """Import path of the generated wrapper module."""
+        return f"memorystore.local/k8s-tools/{self.name}"
+
+    @property
+    def key(self) -> str:
+        """The cache key's version part: the pin, plus the variant of a build of our own."""
+        return f"{self.version}-{self.variant}" if self.variant else self.version
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +90,27 @@ class ToolResult:
 def _k8s_cmd(tool: str) -> str:
     """Import path of a k8s.io/kubernetes command."""
     return f"k8s.io/kubernetes/cmd/{tool}"
+
+
+# The CoreDNS plugins the real node's Corefile uses, in plugin.cfg's order (which is the order
+# they run in). The upstream main links all ~60 plugins and their cloud SDKs (1403 packages,
+# the longest build of the harness); this one links these six (797 packages).
+COREDNS_PLUGINS = ("bind", "ready", "health", "errors", "cache", "kubernetes")
+
+
+def coredns_main(plugins: Sequence[str]) -> str:
+    """A CoreDNS `package main` with only `plugins` compiled in (CoreDNS's documented way to
+    choose plugins at build time: import them and set dnsserver.Directives)."""
+    imports = "".join(f'\t_ "github.com/coredns/coredns/plugin/{p}"\n' for p in plugins)
+    names = ", ".join(f'"{p}"' for p in plugins)
+    return (
+        "package main\n\nimport (\n"
+        '\t"github.com/coredns/coredns/core/dnsserver"\n'
+        '\t"github.com/coredns/coredns/coremain"\n'
+        f"{imports})\n\n"
+        f"func init() {{ dnsserver.Directives = []string{{{names}}} }}\n\n"
+        "func main() { coremain.Run() }\n"
+    )
 
 
 GROUPS: tuple[Group, ...] = (
@@ -131,13 +166,15 @@ GROUPS: tuple[Group, ...] = (
         expect=versions.HELM,
     ),
     Group(
-        # The real node's cluster DNS (node/); the module root is its `package main`.
+        # The real node's cluster DNS (node/), with only the plugins its Corefile uses.
         name="coredns",
         module="github.com/coredns/coredns",
         version=versions.COREDNS,
-        packages={"coredns": "github.com/coredns/coredns"},
+        packages={"coredns": "memorystore.local/k8s-tools/coredns"},
         version_args={"coredns": ("-version",)},
         expect=f"CoreDNS-{versions.COREDNS.removeprefix('v')}",
+        main_go=coredns_main(COREDNS_PLUGINS),
+        variant="plugins-" + "-".join(COREDNS_PLUGINS),
     ),
     Group(
         # The real test node's NetworkPolicy enforcer (netpol.py). It has no version flag (nor
@@ -375,11 +412,12 @@ def wrapper_go_mod(group: Group, upstream_go_mod: str, tools: Sequence[str]) -> 
     if mod.module != group.module:
         raise BuildError(f"downloaded go.mod is for {mod.module}, expected {group.module}")
     return render_go_mod(
-        module=f"memorystore.local/k8s-tools/{group.name}",
+        module=group.wrapper,
         go=mod.go,
         requires={group.module: group.version},
         replaces=wrapper_replaces(group.name, group.version, mod),
-        tools=[group.packages[t] for t in tools],
+        # A main of the wrapper's own needs no `tool` directive.
+        tools=[group.packages[t] for t in tools if not group.packages[t].startswith(group.wrapper)],
         godebug=mod.godebug,
     )
 
@@ -592,6 +630,8 @@ def _build_group(group: Group, tools: Sequence[str], root: Path, log: Log) -> di
     try:
         go_mod = wrapper_go_mod(group, Path(info["GoMod"]).read_text(), tools)
         (workdir / "go.mod").write_text(go_mod)
+        if group.main_go:
+            (workdir / "main.go").write_text(group.main_go)
         _run([go, "mod", "tidy"], workdir, f"go mod tidy for {group.name}")
         done("generated the wrapper module and ran go mod tidy")
 
@@ -616,7 +656,7 @@ def _build_group(group: Group, tools: Sequence[str], root: Path, log: Log) -> di
                 raise BuildError(f"go build finished but produced no {built}")
             line = check_runs(tool, built, group)
             size = built.stat().st_size
-            paths[tool] = install_atomically(built, tool, tool_dir(tool, group.version, root))
+            paths[tool] = install_atomically(built, tool, tool_dir(tool, group.key, root))
             log(f"  {tool} {group.version}: runs ({line.strip()}), {size / 1e6:.1f} MB")
         return paths
     finally:
@@ -626,7 +666,7 @@ def _build_group(group: Group, tools: Sequence[str], root: Path, log: Log) -> di
 def remove_leftovers(group: Group, root: Path) -> list[Path]:
     """Delete temp folders of a killed build of this group (call only while holding its lock)."""
     patterns = [f".work-{group.name}-{group.version}-*"]
-    patterns += [f".stage-{tool_dir(t, group.version, root).name}-*" for t in group.packages]
+    patterns += [f".stage-{tool_dir(t, group.key, root).name}-*" for t in group.packages]
     leftovers = [p for pattern in patterns for p in root.glob(pattern) if p.is_dir()]
     for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
@@ -653,12 +693,12 @@ def build_tools(
         if not mine:
             continue
         t0 = time.monotonic()
-        missing = [t for t in mine if not is_cached(tool_path(t, group.version, root))]
+        missing = [t for t in mine if not is_cached(tool_path(t, group.key, root))]
         built: dict[str, Path] = {}
         if missing:
             with _locked(root / f".lock-{group.name}-{group.version}"):
                 # Another process may have finished the build while this one waited.
-                missing = [t for t in missing if not is_cached(tool_path(t, group.version, root))]
+                missing = [t for t in missing if not is_cached(tool_path(t, group.key, root))]
                 if missing:
                     for path in remove_leftovers(group, root):
                         say(f"removed {path.name}, left by an interrupted build")
@@ -669,7 +709,7 @@ def build_tools(
                     built = _build_group(group, missing, root, say)
         seconds = time.monotonic() - t0
         for tool in mine:
-            path = tool_path(tool, group.version, root)
+            path = tool_path(tool, group.key, root)
             size = path.stat().st_size
             status = "built" if tool in built else "cached"
             say(f"{tool} {group.version}: {status}, {size / 1e6:.1f} MB, {path}")

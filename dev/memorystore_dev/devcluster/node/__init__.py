@@ -209,6 +209,25 @@ class HostProcess:
             terminate(self.component.process)
 
 
+def coredns_corefile(kubeconfig: Path, health: int, ready: int) -> str:
+    """The node's Corefile. No `forward`: a name outside the cluster gets an error, and no
+    query leaves the machine. Its plugins are the ones build.COREDNS_PLUGINS compiles in."""
+    return f""".:53 {{
+    bind {GATEWAY}
+    errors
+    health 127.0.0.1:{health}
+    ready 127.0.0.1:{ready}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} local
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+    cache 5
+}}
+"""
+
+
 class RealNode:
     """The real node's lifecycle; driven by LocalCluster (prepare → start → stop)."""
 
@@ -767,23 +786,7 @@ disabled_plugins = [
         kubeconfig = self._kubeconfig(pki, "coredns", user, None)
         health, ready = free_port(), free_port()
         corefile = self._wd / "Corefile"
-        corefile.write_text(
-            f""".:53 {{
-    bind {GATEWAY}
-    errors
-    health 127.0.0.1:{health}
-    ready 127.0.0.1:{ready}
-    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {kubeconfig} local
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 5
-    }}
-    cache 5
-}}
-"""
-        )
-        # No `forward`: a name outside the cluster gets an error, and no query leaves.
+        corefile.write_text(coredns_corefile(kubeconfig, health, ready))
         self._spawn("coredns", [str(self.tools["coredns"]), "-conf", str(corefile)])
         return ready
 
