@@ -118,6 +118,20 @@ class EmbeddedQdrant(Model):
 class ServerQdrant(Model):
     url: str = Field(description="Qdrant server URL, e.g. http://qdrant:6333.")
     api_key: SecretSource | None = Field(None, description="Qdrant API key.")
+    shard_number: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Shards of the collection when the service creates it (an existing "
+        "collection is left as it is); unset: the server's default.",
+    )
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        le=9,
+        description="Copies of each shard when the service creates the collection; unset: "
+        "the server's default.",
+    )
 
 
 class ServiceVectorStore(Model):

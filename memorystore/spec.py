@@ -331,6 +331,21 @@ class ManagedQdrant(Placed):
     """A Qdrant StatefulSet run by the operator for this tenant."""
 
     replicas: int = Field(1, ge=1, le=9, description="Qdrant replicas.")
+    shards: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Shards of the collection, spread over the Qdrant replicas. Set when the "
+        "memory service creates the collection; cannot change afterwards.",
+    )
+    replication_factor: int = Field(
+        1,
+        ge=1,
+        le=9,
+        description="Copies of each shard, each on a different Qdrant replica (at most "
+        "replicas): with 2 or more, the memories stay readable while one Qdrant pod is down. "
+        "Set when the memory service creates the collection; cannot change afterwards.",
+    )
     storage: Storage = Field(default_factory=Storage, description="Per-replica volume.")
     resources: Resources = Field(default_factory=Resources, description="Qdrant resources.")
     image: str | None = Field(None, description="Qdrant image; the chart's default if unset.")
@@ -350,7 +365,7 @@ class EmbeddedEngine(Model):
 
     Its files live on the service's data volume (`spec.historyDb.sqlite.storage`) beside the
     SQLite history, so one volume holds the tenant's memory. The engine locks its files for
-    one process, so `spec.service.replicas` is 0 or 1.
+    one process, so `spec.service.replicas` is 1.
     """
 
 
@@ -389,11 +404,26 @@ class HistoryDBSpec(Model):
 
 
 class ServiceSpec(Placed):
-    replicas: int = Field(1, ge=0, le=20, description="Memory-service replicas.")
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=20,
+        description="Memory-service replicas, at least 1: to scale to zero use spec.suspend "
+        "(data kept).",
+    )
     resources: Resources = Field(default_factory=Resources, description="Service resources.")
     image: str | None = Field(None, description="Service image; the chart's default if unset.")
     node_selector: dict[str, LabelValue] = _node_selector_field("memory-service pods")
     tolerations: list[Toleration] = _tolerations_field("memory-service pods")
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _zero_is_suspend(cls, replicas: Any) -> Any:
+        # Before the range check, so that a store written with 0 (allowed before the minimum
+        # was 1) is told what to use instead.
+        if replicas == 0 and not isinstance(replicas, bool):
+            raise ValueError("must be at least 1: to scale to zero use spec.suspend (data kept)")
+        return replicas
 
 
 class LabelSelector(Model):
@@ -546,12 +576,83 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
+class ConditionReason(StrEnum):
+    """Every reason the operator gives a condition (`CONDITION_REASONS` says what each means)."""
+
+    READY = "Ready"
+    VALID = "Valid"
+    INVALID_SPEC = "InvalidSpec"
+    NOT_FOUND = "NotFound"
+    ROLLING_OUT = "RollingOut"
+    NOT_READY = "NotReady"
+    SCALED_TO_ZERO = "ScaledToZero"
+    UNREACHABLE = "Unreachable"
+    EXTERNAL = "External"
+    EMBEDDED = "Embedded"
+    SERVICE_NOT_READY = "ServiceNotReady"
+    SECRET_MISSING = "SecretMissing"
+    VOLUME_PENDING = "VolumePending"
+    CERT_MANAGER_MISSING = "CertManagerMissing"
+    CERTIFICATE_PENDING = "CertificatePending"
+    SUSPENDED = "Suspended"
+    DELETING = "Deleting"
+    SHARED_AGENT_PODS = "SharedAgentPods"
+    ISOLATED = "Isolated"
+
+
+# One line per reason: what it means and, where something is wrong, what to do. The
+# `reason` field's description (and so `kubectl explain memorystore.status.conditions.reason`)
+# is generated from this.
+CONDITION_REASONS: dict[ConditionReason, str] = {
+    ConditionReason.READY: "VectorStoreReady, ServiceReady: every replica of the workload is "
+    "ready and updated; Ready: the store serves at status.endpoint",
+    ConditionReason.VALID: "SpecValid: the operator can realise the spec",
+    ConditionReason.INVALID_SPEC: "the spec cannot be realised; the message names the field "
+    "to fix (not retried until the spec changes)",
+    ConditionReason.NOT_FOUND: "a workload the store needs does not exist (yet)",
+    ConditionReason.ROLLING_OUT: "a workload is applying a new revision",
+    ConditionReason.NOT_READY: "a workload has fewer ready or updated replicas than it wants",
+    ConditionReason.SCALED_TO_ZERO: "a workload has 0 replicas (spec.suspend), so nothing serves",
+    ConditionReason.UNREACHABLE: "the external Qdrant (spec.vectorStore.external.url) does "
+    "not answer /readyz",
+    ConditionReason.EXTERNAL: "VectorStoreReady: the external Qdrant answers /readyz",
+    ConditionReason.EMBEDDED: "VectorStoreReady: the engine runs inside the memory service, "
+    "which is ready",
+    ConditionReason.SERVICE_NOT_READY: "VectorStoreReady: the embedded engine waits for the "
+    "memory service that runs it",
+    ConditionReason.SECRET_MISSING: "a Secret or key the spec names does not exist; the "
+    "message names the field",
+    ConditionReason.VOLUME_PENDING: "a PersistentVolumeClaim is not bound (is there a "
+    "default StorageClass?)",
+    ConditionReason.CERT_MANAGER_MISSING: "spec.tls.issuerRef is set but cert-manager is not "
+    "installed",
+    ConditionReason.CERTIFICATE_PENDING: "waiting for cert-manager to issue the serving "
+    "certificate",
+    ConditionReason.SUSPENDED: "Ready: spec.suspend is true (scaled to zero, data kept)",
+    ConditionReason.DELETING: "Ready: the store is being deleted; garbage collection removes "
+    "its children",
+    ConditionReason.SHARED_AGENT_PODS: "AgentPodsIsolated: another store in the namespace "
+    "admits the same agent pods (a warning; Ready is not affected)",
+    ConditionReason.ISOLATED: "AgentPodsIsolated: no other store in the namespace admits "
+    "the same agent pods",
+}
+
+
+def _reasons_description() -> str:
+    lines = "; ".join(f"{reason.value}: {meaning}" for reason, meaning in CONDITION_REASONS.items())
+    return f"CamelCase reason, for machines. One of: {lines}."
+
+
 class Condition(Model):
     """A status condition, as in the Kubernetes API conventions."""
 
-    type: str = Field(description="Ready, VectorStoreReady, ServiceReady, SpecValid, …")
+    type: str = Field(
+        description="Ready, SpecValid, VectorStoreReady, ServiceReady or AgentPodsIsolated."
+    )
     status: ConditionStatus = Field(description="True, False or Unknown.")
-    reason: str = Field(description="CamelCase reason, for machines.")
+    # A plain string in the schema, not an enum: a status written by another operator
+    # version must never be refused.
+    reason: str = Field(description=_reasons_description())
     message: str = Field("", description="What is wrong and what to do, for people.")
     last_transition_time: str = Field(description="When status last changed (RFC 3339).")
     observed_generation: int | None = Field(None, description="Generation it describes.")

@@ -22,7 +22,7 @@ from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import PersistentVolumeClaim, Secret
 from lightkube.types import PatchType
 
-from memorystore.operator import keys, names, tls
+from memorystore.operator import keys, ledger, names, tls
 from memorystore.operator.builders.model import Keys, Owner
 from memorystore.operator.builders.secrets import (
     ca_secret,
@@ -41,6 +41,43 @@ WORKLOAD_TYPES = {"StatefulSet": StatefulSet, "Deployment": Deployment}
 async def apply_all(client: AsyncClient, objects: list[dict[str, Any]]) -> None:
     for obj in objects:
         await client.apply(codecs.from_dict(obj), field_manager=FIELD_MANAGER, force=True)
+
+
+def _meta(obj: Any) -> dict[str, Any]:
+    """The fields of a lightkube object's metadata that `ledger.fingerprint` reads."""
+    meta = obj.metadata
+    return {
+        "generation": meta.generation,
+        "labels": meta.labels,
+        "resourceVersion": meta.resourceVersion,
+    }
+
+
+async def apply_changed(
+    client: AsyncClient, objects: list[dict[str, Any]], book: ledger.Ledger
+) -> int:
+    """Server-side apply each child the ledger does not know to be current; the writes made.
+
+    A child of a kind the watch does not follow (the client Secret: the operator does not
+    list Secrets) is read first, so a hand edit or a deletion is still seen."""
+    writes = 0
+    for obj in objects:
+        key, desired = ledger.child_key(obj), ledger.digest(obj)
+        resource = codecs.from_dict(obj)
+        if key[0] not in book.watched:
+            try:
+                live = await client.get(type(resource), key[2], namespace=key[1])
+                book.saw(key, ledger.fingerprint(_meta(live)))
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
+                book.saw(key, None)
+        if book.current(key, desired):
+            continue
+        applied = await client.apply(resource, field_manager=FIELD_MANAGER, force=True)
+        book.applied(key, desired, ledger.fingerprint(_meta(applied)))
+        writes += 1
+    return writes
 
 
 def _decode(secret: Secret, key: str) -> str:

@@ -77,6 +77,42 @@ def _immutable(path: str, why: str) -> Schema:
     }
 
 
+# Where an immutable choice says how to move the memories anyway (a README section).
+MIGRATION_SECTION = "Changing tiers or the embedding model"
+
+
+def _migrate(what: str) -> str:
+    return (
+        f"To change it, create a new MemoryStore with {what} and copy the memories across "
+        "(for now: read them with the mem0 client's get_all and add them to the new store "
+        f"with infer=False; see README: {MIGRATION_SECTION})"
+    )
+
+
+def _unchanged(parent: str, field: str, why: str, default: Any = None) -> Schema:
+    """A transition rule on `parent` that `field` keeps its value, and is neither added nor
+    removed (a rule on the field itself runs only when it exists before and after). With a
+    `default`, an absent field counts as that value (a store created before the field)."""
+    if default is None:
+        rule = (
+            f"has(self.{field}) == has(oldSelf.{field}) "
+            f"&& (!has(self.{field}) || self.{field} == oldSelf.{field})"
+        )
+        changed = "changed, added or removed"
+    else:
+        rule = (
+            f"(has(self.{field}) ? self.{field} : {default}) "
+            f"== (has(oldSelf.{field}) ? oldSelf.{field} : {default})"
+        )
+        changed = "changed"
+    return {
+        "rule": rule,
+        "fieldPath": f".{field}",
+        "reason": "FieldValueForbidden",
+        "message": f"{parent}.{field} cannot be {changed}: {why}",
+    }
+
+
 _QUANTITY = "must be a Kubernetes quantity such as 500m, 256Mi or 1Gi"
 _OFFLINE_DIMS_MAP = "{" + ", ".join(f"'{k}': {v}" for k, v in OFFLINE_EMBEDDER_DIMS.items()) + "}"
 
@@ -91,7 +127,7 @@ RULES: dict[str, list[Schema]] = {
             "|| !has(self.service.replicas) || self.service.replicas <= 1",
             "fieldPath": ".service.replicas",
             "reason": "FieldValueForbidden",
-            "message": "spec.service.replicas must be 0 or 1 with spec.historyDb.sqlite "
+            "message": "spec.service.replicas must be 1 with spec.historyDb.sqlite "
             "(one writer per SQLite file); use spec.historyDb.postgres for more replicas",
         },
         {
@@ -99,7 +135,7 @@ RULES: dict[str, list[Schema]] = {
             "|| !has(self.service) || !has(self.service.replicas) || self.service.replicas <= 1",
             "fieldPath": ".service.replicas",
             "reason": "FieldValueForbidden",
-            "message": "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded: "
+            "message": "spec.service.replicas must be 1 with spec.vectorStore.embedded: "
             "the engine holds a single-process lock on its files; use spec.vectorStore.managed "
             "or spec.vectorStore.external for more replicas",
         },
@@ -121,11 +157,38 @@ RULES: dict[str, list[Schema]] = {
         },
         {
             # Transition rule (updates only): the memories stay where they were written.
-            "rule": "has(self.embedded) == has(oldSelf.embedded)",
-            "message": "spec.vectorStore.embedded cannot be added or removed: the stored "
-            "memories live in the engine's files on the memory service's volume; create a new "
-            "MemoryStore to change it",
+            "rule": "has(self.managed) == has(oldSelf.managed) "
+            "&& has(self.external) == has(oldSelf.external) "
+            "&& has(self.embedded) == has(oldSelf.embedded)",
+            "reason": "FieldValueForbidden",
+            "message": "the tier of spec.vectorStore (managed, external or embedded) cannot be "
+            "changed: the stored memories stay where they were written. "
+            + _migrate("the other tier"),
         },
+    ],
+    "spec.vectorStore.managed": [
+        {
+            "rule": "!has(self.replicationFactor) || !has(self.replicas) "
+            "|| self.replicationFactor <= self.replicas",
+            "fieldPath": ".replicationFactor",
+            "reason": "FieldValueInvalid",
+            "message": "spec.vectorStore.managed.replicationFactor must be at most "
+            "spec.vectorStore.managed.replicas: each copy of a shard lives on a different "
+            "Qdrant replica",
+        },
+        *(
+            _unchanged(
+                "spec.vectorStore.managed",
+                field,
+                default=1,
+                why=f"the collection was created with {what}; create a new MemoryStore "
+                f"to change it (see README: {MIGRATION_SECTION})",
+            )
+            for field, what in (
+                ("shards", "this many shards"),
+                ("replicationFactor", "this replication factor"),
+            )
+        ),
     ],
     "spec.vectorStore.collection": [
         _immutable("spec.vectorStore.collection", "the stored memories live in this collection")
@@ -183,12 +246,26 @@ RULES: dict[str, list[Schema]] = {
             + ", ".join(f"{k}: {v}" for k, v in OFFLINE_EMBEDDER_DIMS.items())
             + "); leave it unset",
         },
+        # Transition rules (updates only): the stored vectors were made by this model.
+        *(
+            _unchanged(
+                "spec.embedder",
+                field,
+                why=f"the stored vectors were made {how}. " + _migrate(f"the new {field}"),
+            )
+            for field, how in (
+                ("model", "by this model"),
+                ("baseUrl", "by the model behind this endpoint"),
+                ("dimensions", "with this size"),
+            )
+        ),
     ],
     "spec.embedder.provider": [
-        _immutable("spec.embedder.provider", "the stored vectors were made by this provider")
-    ],
-    "spec.embedder.dimensions": [
-        _immutable("spec.embedder.dimensions", "the stored vectors have this size")
+        {
+            "rule": "self == oldSelf",
+            "message": "spec.embedder.provider is immutable: the stored vectors were made by "
+            f"this provider. {_migrate('the new provider')}",
+        }
     ],
     "spec.vectorStore.managed.storage.size": [
         {

@@ -1,17 +1,23 @@
-"""kopf handlers: thin. Parse the spec, build the desired children (pure), apply them,
-observe, and return the status to write.
+"""kopf handlers: thin. Parse the spec, build the desired children (pure), apply what is not
+already as desired, observe, and write the status.
 
-kopf reacts to create / update / resume. Drift repair and status refresh run in our own
-resync loop instead of a kopf timer: kopf puts a finalizer on every resource with a timer,
-and a finalizer blocks namespace deletion whenever the operator is down. With no timer and
-no deletion handler, MemoryStores carry no finalizer at all; deletion is garbage
-collection, with data-bearing children owned only under `deletionPolicy: Delete`.
+Three things ask for a store's reconcile: kopf (create / update / resume), the children watch
+(`watch.py`: a child changed, was deleted, or a workload's status moved) and the resync
+timer (a safety net). All go through one `Reconciler`: one reconcile per store at a time,
+each from the live object read first, so a stale spec is never applied over a newer one and
+`observedGeneration` never goes backwards; a request for a store that already has one
+waiting is dropped (the waiting one reads the live object anyway). A store being deleted is
+never re-applied: its status says `Deleting`.
+
+No kopf timer and no deletion handler: kopf puts a finalizer on every resource with a timer,
+and a finalizer blocks namespace deletion whenever the operator is down. MemoryStores carry
+no finalizer at all; deletion is garbage collection, with data-bearing children owned only
+under `deletionPolicy: Delete`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import datetime as dt
 import logging
@@ -30,13 +36,14 @@ from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from memorystore.config import format_validation_error
-from memorystore.operator import apply, isolation, names
+from memorystore.keyed_locks import KeyedLocks
+from memorystore.operator import apply, isolation, ledger, names, watch
 from memorystore.operator.builders import desired_children, expected_workloads
 from memorystore.operator.builders.common import owns_data
 from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.operator.keys import Change, ServiceKeyState, describe
-from memorystore.operator.metrics import DURATION, KEY_CHANGES, RECONCILES
+from memorystore.operator.metrics import API_WRITES, DURATION, KEY_CHANGES, RECONCILES
 from memorystore.operator.status import AGENT_PODS_ISOLATED, Observed, Workload, compute_status
 from memorystore.spec import (
     GROUP,
@@ -56,23 +63,130 @@ IMAGES = Images.from_env(os.environ)
 MemoryStoreResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
 
-# One reconcile per store at a time (kopf's handler and the resync loop run in one event
-# loop): each then reads what the previous one wrote, so a stale reconcile can never put
-# back a rotated-away key into the client Secret.
-_STORE_LOCKS: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def reconcile(body: dict[str, Any], client: AsyncClient) -> dict[str, Any]:
-    """Apply the desired state of one MemoryStore; return its new status (camelCase)."""
+class StoreIndex:
+    """The specs of the stores of each namespace, for the shared-agent-pods check without a
+    list per reconcile: loaded by one list the first time a namespace is asked for, then
+    kept current by every live read and every resync list. A spec that does not validate is
+    None (its own status reports it)."""
+
+    def __init__(self) -> None:
+        self._by_namespace: dict[str, dict[str, MemoryStoreSpec | None]] = {}
+
+    @staticmethod
+    def _parse(body: dict[str, Any]) -> MemoryStoreSpec | None:
+        try:
+            return MemoryStoreSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            return None
+
+    def remember(self, body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        stores = self._by_namespace.get(meta["namespace"])
+        if stores is not None:
+            stores[meta["name"]] = self._parse(body)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._by_namespace.get(namespace, {}).pop(name, None)
+
+    def namespaces(self) -> set[str]:
+        return set(self._by_namespace)
+
+    def replace(self, namespace: str, bodies: list[dict[str, Any]]) -> None:
+        """One namespace's stores as just listed."""
+        self._by_namespace[namespace] = {b["metadata"]["name"]: self._parse(b) for b in bodies}
+
+    async def specs(self, client: AsyncClient, namespace: str) -> dict[str, MemoryStoreSpec | None]:
+        if namespace not in self._by_namespace:
+            listing = client.list(MemoryStoreResource, namespace=namespace)
+            self.replace(namespace, [store.to_dict() async for store in listing])
+        return self._by_namespace[namespace]
+
+
+class Reconciler:
+    """One reconcile per store at a time, each from the live object; see the module doc."""
+
+    def __init__(self, client: AsyncClient, concurrency: int = RESYNC_CONCURRENCY) -> None:
+        self.client = client
+        self.book = ledger.Ledger()
+        self.index = StoreIndex()
+        self._locks = KeyedLocks()
+        self._waiting: set[tuple[str, str]] = set()
+        self._limit = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def request(self, namespace: str, name: str) -> None:
+        """Ask for a reconcile without waiting for it (the watch's callback)."""
+        task = asyncio.get_running_loop().create_task(self.run_logged(namespace, name))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def run_logged(self, namespace: str, name: str) -> None:
+        """`run`, with a failure logged rather than raised (one store must not stop others)."""
+        try:
+            await self.run(namespace, name)
+        except ApiError as exc:
+            if exc.status.code != 404:  # deleted meanwhile: nothing to do
+                log.warning("reconcile of %s/%s failed: %s", namespace, name, exc.status.message)
+        except Exception:
+            log.exception("reconcile of %s/%s failed", namespace, name)
+
+    async def run(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        if key in self._waiting:
+            return  # one is already waiting, and it will read the live object
+        self._waiting.add(key)
+        try:
+            async with self._locks.hold(key):
+                self._waiting.discard(key)
+                async with self._limit:
+                    await self._reconcile_live(namespace, name)
+        finally:
+            self._waiting.discard(key)
+
+    async def _reconcile_live(self, namespace: str, name: str) -> None:
+        client = self.client
+        try:
+            live = await client.get(MemoryStoreResource, name, namespace=namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                self.index.forget(namespace, name)
+                return
+            raise
+        body = live.to_dict()
+        self.index.remember(body)
+        status = await reconcile(body, self)
+        if _without_nulls(status) != _without_nulls(body.get("status") or {}):
+            await client.patch(
+                MemoryStoreResource.Status,
+                name,
+                {"status": status},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+            API_WRITES.labels("status").inc()
+
+
+def _without_nulls(value: Any) -> Any:
+    """A status as the server keeps it: a merge patch's nulls remove keys."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+async def reconcile(body: dict[str, Any], reconciler: Reconciler) -> dict[str, Any]:
+    """Apply the desired state of one MemoryStore; return its new status (camelCase).
+    Callers hold the store's lock (`Reconciler.run`)."""
+    client = reconciler.client
     with DURATION.time():
         outcome = "error"
         try:
-            async with _STORE_LOCKS[body["metadata"]["uid"]]:
-                outcome, status = await _reconcile(body, client)
+            outcome, status = await _reconcile(body, reconciler)
         finally:
             RECONCILES.labels(outcome).inc()
     previous = (body.get("status") or {}).get("phase")
@@ -88,10 +202,15 @@ async def reconcile(body: dict[str, Any], client: AsyncClient) -> dict[str, Any]
     return out
 
 
-async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, MemoryStoreStatus]:
+async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str, MemoryStoreStatus]:
+    client = reconciler.client
     meta = body["metadata"]
     owner = Owner(meta["name"], meta["namespace"], meta["uid"], int(meta.get("generation", 1)))
     previous = MemoryStoreStatus.model_validate(body.get("status") or {})
+    if meta.get("deletionTimestamp"):
+        # Garbage collection is removing the children: applying them again would fight it.
+        deleting = Observed(owner.generation, False, deleting=True)
+        return "deleting", compute_status(deleting, previous, _now())
     try:
         spec = MemoryStoreSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
@@ -115,9 +234,9 @@ async def _reconcile(body: dict[str, Any], client: AsyncClient) -> tuple[str, Me
         replace(keys, service_api_key=service_key.current),
         ca_cert=tls.ca_cert,
     )
-    await apply.apply_all(client, children)
+    API_WRITES.labels("child").inc(await apply.apply_changed(client, children, reconciler.book))
     observed = replace(
-        await _observe(client, owner, spec),
+        await _observe(reconciler, owner, spec),
         service_key=service_key.status(),
         tls_pending=tls.pending,
     )
@@ -153,7 +272,8 @@ async def _ensure_service_key(
     return decision.state
 
 
-async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> Observed:
+async def _observe(reconciler: Reconciler, owner: Owner, spec: MemoryStoreSpec) -> Observed:
+    client = reconciler.client
     workloads = {
         kind: Workload(kind, name, await apply.get_workload(client, kind, name, owner.namespace))
         for kind, name in expected_workloads(owner, spec)
@@ -175,27 +295,20 @@ async def _observe(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> 
         client_config_map=names.client_config_map_name(owner.name),
         client_secret=names.client_secret_name(owner.name),
         agent_pod_label=f"{names.CLIENT_POD_LABEL}={owner.name}",
-        shared_agent_pods=await _shared_agent_pods(client, owner, spec),
+        shared_agent_pods=await _shared_agent_pods(reconciler, owner, spec),
     )
 
 
 async def _shared_agent_pods(
-    client: AsyncClient, owner: Owner, spec: MemoryStoreSpec
+    reconciler: Reconciler, owner: Owner, spec: MemoryStoreSpec
 ) -> str | None:
     """Why another store of the namespace would admit this store's agent pods, or None."""
-    others: dict[str, MemoryStoreSpec] = {}
     try:
-        async for item in client.list(MemoryStoreResource, namespace=owner.namespace):
-            body = item.to_dict()
-            if body["metadata"]["name"] == owner.name:
-                continue
-            with contextlib.suppress(ValidationError):  # its own status reports a bad spec
-                others[body["metadata"]["name"]] = MemoryStoreSpec.model_validate(
-                    body.get("spec") or {}
-                )
+        specs = await reconciler.index.specs(reconciler.client, owner.namespace)
     except ApiError as exc:
         log.warning("cannot list MemoryStores in %s: %s", owner.namespace, exc.status.message)
         return None
+    others = {name: other for name, other in specs.items() if other and name != owner.name}
     found = isolation.overlaps(owner.name, spec, others)
     return isolation.overlap_message(owner.name, found) if found else None
 
@@ -259,46 +372,34 @@ async def _post_event(
         log.warning("could not post event for %s: %s", meta["name"], exc.status.message)
 
 
-async def _resync_one(client: AsyncClient, body: dict[str, Any]) -> None:
-    name = body["metadata"]["name"]
-    try:
-        status = await reconcile(body, client)
-        await client.patch(
-            MemoryStoreResource.Status,
-            name,
-            {"status": status},
-            namespace=body["metadata"]["namespace"],
-            patch_type=PatchType.MERGE,
-        )
-    except ApiError as exc:
-        if exc.status.code != 404:  # deleted meanwhile: nothing to do
-            log.warning("resync of %s failed: %s", name, exc.status.message)
-    except Exception:  # one store's failure must not stop the loop for the others
-        log.exception("resync of %s failed", name)
-
-
-async def resync(client: AsyncClient, namespaces: list[str] | None) -> None:
-    """Every RESYNC_SECONDS, reconcile every watched MemoryStore and write its status.
-
-    Stores run a few at a time, so one slow store (an external Qdrant that times out its
-    3 s probe) does not delay all the others by that much each round."""
-    limit = asyncio.Semaphore(RESYNC_CONCURRENCY)
-
-    async def bounded(body: dict[str, Any]) -> None:
-        async with limit:
-            await _resync_one(client, body)
-
+async def resync(reconciler: Reconciler, namespaces: list[str] | None) -> None:
+    """Every RESYNC_SECONDS, reconcile every watched MemoryStore: the safety net behind kopf's
+    events and the children watch. An unchanged store costs reads only (the ledger)."""
+    client = reconciler.client
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         for namespace in namespaces or [ALL_NS]:
             try:
-                stores = [s async for s in client.list(MemoryStoreResource, namespace=namespace)]
+                stores = [
+                    s.to_dict() async for s in client.list(MemoryStoreResource, namespace=namespace)
+                ]
             except ApiError as exc:
                 log.warning(
                     "resync: cannot list MemoryStores in %s: %s", namespace, exc.status.message
                 )
                 continue
-            await asyncio.gather(*(bounded(store.to_dict()) for store in stores))
+            by_namespace: dict[str, list[dict[str, Any]]] = {}
+            for body in stores:
+                by_namespace.setdefault(body["metadata"]["namespace"], []).append(body)
+            listed = reconciler.index.namespaces() if namespace == ALL_NS else {namespace}
+            for ns in listed | set(by_namespace):
+                reconciler.index.replace(ns, by_namespace.get(ns, []))
+            await asyncio.gather(
+                *(
+                    reconciler.run_logged(b["metadata"]["namespace"], b["metadata"]["name"])
+                    for b in stores
+                )
+            )
 
 
 @kopf.on.startup()
@@ -307,19 +408,29 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING
-    memo.client = AsyncClient(field_manager=apply.FIELD_MANAGER)
-    memo.resync = asyncio.create_task(resync(memo.client, memo.get("namespaces")))
+    client = AsyncClient(field_manager=apply.FIELD_MANAGER)
+    memo.reconciler = reconciler = Reconciler(client)
+    namespaces = memo.get("namespaces")
+    events = watch.ChildEvents(reconciler.book, reconciler.request)
+    memo.background = [
+        asyncio.create_task(resync(reconciler, namespaces)),
+        asyncio.create_task(watch.follow_children(client, namespaces, events)),
+    ]
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    memo.resync.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await memo.resync
+    for task in memo.background:
+        task.cancel()
+    for task in memo.background:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 @kopf.on.resume(GROUP, VERSION, PLURAL)
-async def on_change(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    patch.status.update(await reconcile(dict(body), memo.client))
+async def on_change(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Reconcile the live object (not kopf's copy of the event) and write its status; kopf
+    retries when this raises."""
+    await memo.reconciler.run(body["metadata"]["namespace"], body["metadata"]["name"])

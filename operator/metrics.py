@@ -19,3 +19,8 @@ KEY_CHANGES = Counter(
     "Service-key changes by kind (Seeded, Rotated, Expired, Recreated); never a key.",
     ["change"],
 )
+API_WRITES = Counter(
+    "memorystore_operator_api_writes_total",
+    "Writes to the API server by the reconcile loop: children applied, statuses patched.",
+    ["what"],
+)

@@ -133,6 +133,14 @@ def memory_network_policy_name(store: str) -> str:
     return f"{store}-memory"
 
 
+def qdrant_disruption_budget_name(store: str) -> str:
+    return f"{store}-qdrant"
+
+
+def memory_disruption_budget_name(store: str) -> str:
+    return f"{store}-memory"
+
+
 def client_config_map_name(store: str) -> str:
     return f"{store}-client"
 

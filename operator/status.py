@@ -2,7 +2,8 @@
 
 Conditions follow the Kubernetes API conventions: one per aspect (SpecValid,
 VectorStoreReady, ServiceReady) plus Ready; `lastTransitionTime` changes only when a
-condition's status changes; `phase` is a one-word summary for `kubectl get`.
+condition's status changes; `phase` is a one-word summary for `kubectl get`. Every reason is
+a `ConditionReason` (documented in the CRD, so `kubectl explain` lists them all).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import Any
 
 from memorystore.spec import (
     Condition,
+    ConditionReason,
     ConditionStatus,
     MemoryStoreStatus,
     Phase,
     ServiceKeyStatus,
 )
+
+R = ConditionReason
 
 READY = "Ready"
 SPEC_VALID = "SpecValid"
@@ -51,6 +55,8 @@ class Observed:
     # (reason, message) while the serving certificate's Secret cannot exist yet
     # (CertManagerMissing, CertificatePending): the pods cannot mount it and start.
     tls_pending: tuple[str, str] | None = None
+    # metadata.deletionTimestamp is set: nothing more is applied, garbage collection runs.
+    deleting: bool = False
     endpoint: str | None = None
     client_config_map: str | None = None
     client_secret: str | None = None
@@ -59,31 +65,41 @@ class Observed:
     service_key: ServiceKeyStatus | None = None  # generation and grace deadline, never a key
 
 
-def workload_state(workload: Workload) -> tuple[bool, str, str]:
-    """(ready, reason, message) for one workload, from its status as the controllers report."""
+DELETING_MESSAGE = (
+    "metadata.deletionTimestamp is set: the operator applies nothing more; Kubernetes garbage "
+    "collection removes the children (data per spec.deletionPolicy)"
+)
+
+
+def workload_state(workload: Workload) -> tuple[bool, ConditionReason, str]:
+    """(ready, reason, message) for one workload, from its status as the controllers report.
+
+    A workload scaled to 0 serves nothing, so it is not ready (while the store is suspended
+    the Ready condition says so instead)."""
     obj = workload.obj
+    what = f"{workload.kind} {workload.name}"
     if obj is None:
-        return False, "NotFound", f"{workload.kind} {workload.name} does not exist yet"
-    spec = obj.get("spec", {})
-    status = obj.get("status", {})
+        return False, R.NOT_FOUND, f"{what} does not exist yet"
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
     want = int(spec.get("replicas", 1))
     ready = int(status.get("readyReplicas") or 0)
-    generation = obj.get("metadata", {}).get("generation")
-    if generation is not None and status.get("observedGeneration", 0) < generation:
-        return False, "RollingOut", f"{workload.kind} {workload.name} is applying a new revision"
+    generation = (obj.get("metadata") or {}).get("generation")
+    if generation is not None and (status.get("observedGeneration") or 0) < generation:
+        return False, R.ROLLING_OUT, f"{what} is applying a new revision"
     if want == 0:
-        return True, "ScaledToZero", f"{workload.kind} {workload.name} has 0 replicas"
+        return False, R.SCALED_TO_ZERO, f"{what} is scaled to 0 replicas"
     updated = int(status.get("updatedReplicas") or 0)
     if ready >= want and updated >= want:
-        return True, "Ready", f"{workload.kind} {workload.name}: {ready}/{want} replicas ready"
-    return False, "NotReady", f"{workload.kind} {workload.name}: {ready}/{want} replicas ready"
+        return True, R.READY, f"{what}: {ready}/{want} replicas ready"
+    return False, R.NOT_READY, f"{what}: {ready}/{want} replicas ready"
 
 
 def set_condition(
     conditions: list[Condition],
     type_: str,
     status: ConditionStatus,
-    reason: str,
+    reason: ConditionReason,
     message: str,
     now: str,
     generation: int,
@@ -111,44 +127,57 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
     gen = observed.generation
     conds = list(previous.conditions)
 
+    if observed.deleting:
+        # Nothing is applied or observed any more: the other conditions, the endpoint and the
+        # names keep what they said.
+        conds = set_condition(
+            conds, READY, ConditionStatus.FALSE, R.DELETING, DELETING_MESSAGE, now, gen
+        )
+        status = _status(observed, conds, Phase.DELETING)
+        kept = {k: v for k, v in previous if v is not None and getattr(status, k) is None}
+        return status.model_copy(update=kept)
     if observed.spec_error:
         conds = set_condition(
-            conds, SPEC_VALID, ConditionStatus.FALSE, "InvalidSpec", observed.spec_error, now, gen
+            conds, SPEC_VALID, ConditionStatus.FALSE, R.INVALID_SPEC, observed.spec_error, now, gen
         )
         conds = set_condition(
-            conds, READY, ConditionStatus.FALSE, "InvalidSpec", observed.spec_error, now, gen
+            conds, READY, ConditionStatus.FALSE, R.INVALID_SPEC, observed.spec_error, now, gen
         )
         return _status(observed, conds, Phase.FAILED)
-    conds = set_condition(conds, SPEC_VALID, ConditionStatus.TRUE, "Valid", "", now, gen)
+    conds = set_condition(conds, SPEC_VALID, ConditionStatus.TRUE, R.VALID, "", now, gen)
 
     svc_ok, svc_reason, svc_msg = (
         workload_state(observed.service)
         if observed.service
-        else (False, "NotFound", "memory service not created yet")
+        else (False, R.NOT_FOUND, "memory service not created yet")
     )
+    vs_ok: bool
+    vs_reason: ConditionReason
     if observed.vector_store is None and observed.external_error:
-        vs_ok, vs_reason, vs_msg = False, "Unreachable", observed.external_error
+        vs_ok, vs_reason, vs_msg = False, R.UNREACHABLE, observed.external_error
     elif observed.vector_store is None:
-        vs_ok, vs_reason = True, "External"
+        vs_ok, vs_reason = True, R.EXTERNAL
         vs_msg = f"external Qdrant at {observed.external_vector_store}"
     else:
         vs_ok, vs_reason, vs_msg = workload_state(observed.vector_store)
     if observed.tls_pending:  # no certificate to mount: the pods cannot start either
-        svc_ok, (svc_reason, svc_msg) = False, observed.tls_pending
+        pending, svc_msg = observed.tls_pending
+        svc_ok, svc_reason = False, ConditionReason(pending)
     elif observed.missing_secrets:  # the pods cannot start on a real node, whatever they report
-        svc_ok, svc_reason = False, "SecretMissing"
+        svc_ok, svc_reason = False, R.SECRET_MISSING
         svc_msg = "; ".join(observed.missing_secrets)
-    elif observed.pending_claims and not svc_ok:
-        svc_reason = "VolumePending"
+    elif observed.pending_claims and not svc_ok and svc_reason != R.SCALED_TO_ZERO:
+        # (with no pod, a WaitForFirstConsumer claim stays Pending: that is not the problem)
+        svc_reason = R.VOLUME_PENDING
         svc_msg = (
             f"waiting for PersistentVolumeClaim {', '.join(observed.pending_claims)} "
             "to be bound (is there a default StorageClass?)"
         )
     if observed.embedded_vector_store:
         # In the service's process: ready with its pod, whose /readyz queries the engine.
-        vs_ok, vs_reason, vs_msg = svc_ok, "Embedded", "embedded in the memory service"
+        vs_ok, vs_reason, vs_msg = svc_ok, R.EMBEDDED, "embedded in the memory service"
         if not svc_ok:
-            vs_reason, vs_msg = "ServiceNotReady", f"{vs_msg}, which is not ready: {svc_msg}"
+            vs_reason, vs_msg = R.SERVICE_NOT_READY, f"{vs_msg}, which is not ready: {svc_msg}"
     conds = set_condition(conds, VECTOR_STORE_READY, _flag(vs_ok), vs_reason, vs_msg, now, gen)
     conds = set_condition(conds, SERVICE_READY, _flag(svc_ok), svc_reason, svc_msg, now, gen)
     if observed.shared_agent_pods:
@@ -156,7 +185,7 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             conds,
             AGENT_PODS_ISOLATED,
             ConditionStatus.FALSE,
-            "SharedAgentPods",
+            R.SHARED_AGENT_PODS,
             observed.shared_agent_pods,
             now,
             gen,
@@ -166,7 +195,7 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             conds,
             AGENT_PODS_ISOLATED,
             ConditionStatus.TRUE,
-            "Isolated",
+            R.ISOLATED,
             "no other store in the namespace admits the same agent pods",
             now,
             gen,
@@ -177,7 +206,7 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             conds,
             READY,
             ConditionStatus.FALSE,
-            "Suspended",
+            R.SUSPENDED,
             "spec.suspend is true: scaled to zero, data kept",
             now,
             gen,
@@ -189,7 +218,7 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             conds,
             READY,
             ConditionStatus.TRUE,
-            "Ready",
+            R.READY,
             f"memory service at {observed.endpoint}",
             now,
             gen,

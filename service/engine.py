@@ -19,9 +19,9 @@ from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
 
 from memorystore.config import ServiceConfig
+from memorystore.keyed_locks import KeyedLocks
 from memorystore.service.edge_store import IDENTITY_KEYS, OWNER_KEY
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
-from memorystore.service.keyed_locks import KeyedLocks
 from memorystore.service.mem0_seam import (
     EDGE_PROVIDER,
     MEM0_PAYLOAD_KEYS,
@@ -118,6 +118,8 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
                 embedding_model_dims=dims,
                 url=vs.server.url,
                 api_key=key.get_secret_value() if key else None,
+                shard_number=vs.server.shard_number,
+                replication_factor=vs.server.replication_factor,
             ),
         )
     history = cfg.path_in_data_dir(cfg.history.path, "history.db")

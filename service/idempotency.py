@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from memorystore.service.keyed_locks import KeyedLocks
+from memorystore.keyed_locks import KeyedLocks
 
 
 class KeyReused(ValueError):

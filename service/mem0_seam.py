@@ -18,6 +18,9 @@ upgrade, its failures name what to change. Touched, and why:
   with fastembed (a model download); OfflineBm25 takes its place.
 - `Qdrant._has_bm25_slot`: whether the collection has the `bm25` sparse vector
   (QdrantServerStore.keyword_search).
+- `Qdrant.create_col`, run by the constructor: it creates a missing collection with one
+  keyword call `self.client.create_collection(...)`, and leaves an existing one as it is;
+  QdrantServerStore adds the shard number and replication factor to that call.
 - `SQLiteManager._lock` (mem0's history DB): mem0 writes the shared connection from worker
   threads under it, so ours must hold it too (history_connection).
 - `AsyncMemory._entity_store`: the entity-link store mem0 opens lazily; read without opening
@@ -128,13 +131,64 @@ class OfflineBm25:
             )
 
 
+class _CreatingWith:
+    """A Qdrant client whose `create_collection` adds `extra` keyword arguments; everything
+    else is the client's own."""
+
+    def __init__(self, client: Any, extra: dict[str, Any]) -> None:
+        self._client = client
+        self._extra = extra
+
+    def create_collection(self, *args: Any, **kwargs: Any) -> Any:
+        return self._client.create_collection(*args, **kwargs, **self._extra)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 class QdrantServerStore(Qdrant):
     """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
 
     mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
     encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
     embedded store is used instead, so hybrid retrieval works the same on both.
+
+    `shard_number` and `replication_factor` (a managed Qdrant's spec.vectorStore.managed
+    shards and replicationFactor) are used when the collection is created; an existing
+    collection is left as it is. Unset: the server's defaults.
     """
+
+    def __init__(
+        self,
+        *args: Any,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # set before mem0's constructor, which creates the collection
+        self.shard_number = shard_number
+        self.replication_factor = replication_factor
+        super().__init__(*args, **kwargs)
+
+    def create_col(self, vector_size: int, on_disk: bool, distance: Any = None) -> None:
+        layout = {
+            key: value
+            for key, value in (
+                ("shard_number", self.shard_number),
+                ("replication_factor", self.replication_factor),
+            )
+            if value is not None
+        }
+        extra = {} if distance is None else {"distance": distance}
+        if not layout:
+            super().create_col(vector_size, on_disk, **extra)
+            return
+        client = self.client
+        self.client = _CreatingWith(client, layout)
+        try:
+            super().create_col(vector_size, on_disk, **extra)
+        finally:
+            self.client = client
 
     def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
         if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
@@ -212,6 +266,8 @@ class ServerStoreConfig(BaseModel):
     embedding_model_dims: int
     url: str
     api_key: str | None = None
+    shard_number: int | None = None
+    replication_factor: int | None = None
 
 
 def register_providers() -> None:

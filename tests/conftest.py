@@ -1,7 +1,9 @@
 """Shared test set-up. mem0 reads MEM0_DIR at import: point it at a throwaway dir first."""
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Generator
 from pathlib import PurePosixPath
 
 import pytest
@@ -64,3 +66,34 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return scheduling_group(nodeid)
 
     return ByResource(config, log)
+
+
+def tools_needed(item: pytest.Item) -> list[str]:
+    """The pinned tools a test's fixtures will ask `ensure_tools` for (none: not a cluster test)."""
+    from memorystore_dev.devcluster.netpol import ENFORCER
+    from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, REAL_NODE_TOOLS
+
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if "real_node" in fixtures:
+        return CLUSTER_TOOLS + CLIENT_TOOLS + REAL_NODE_TOOLS
+    if item.nodeid.startswith("tests/integration/test_netpol_enforcer.py"):
+        return [*CLUSTER_TOOLS, ENFORCER]
+    if "kube" in fixtures or item.nodeid.startswith("tests/e2e/"):
+        return CLIENT_TOOLS if os.environ.get("KUBECONFIG") else CLUSTER_TOOLS + CLIENT_TOOLS
+    if "helm" in fixtures:
+        return ["helm"]
+    return []
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """Wait for (or build) the tools a test needs before its timeout starts: `make test`
+    builds them in the background, and on a cold machine the Kubernetes build alone takes
+    longer than a test may. Outermost, so it runs before pytest-timeout arms its timer. A
+    failed build is left to the test's own fixture, which fails with the build's message."""
+    if needed := tools_needed(item):
+        from memorystore_dev.devcluster.build import ensure_tools
+
+        with contextlib.suppress(Exception):
+            ensure_tools(needed, log=lambda _: None)
+    return (yield)

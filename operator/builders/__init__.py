@@ -25,6 +25,10 @@ from memorystore.operator.builders.configs import (
     render_service_config,
     service_config,
 )
+from memorystore.operator.builders.disruption import (
+    memory_disruption_budget,
+    qdrant_disruption_budget,
+)
 from memorystore.operator.builders.memory_service import (
     memory_config_map,
     memory_data_claim,
@@ -45,8 +49,9 @@ def desired_children(
     owner: Owner, spec: MemoryStoreSpec, images: Images, keys: Keys, *, ca_cert: str | None = None
 ) -> list[dict[str, Any]]:
     """Every child but the keys Secret, in apply order: network policies before the pods
-    they protect, Services before the StatefulSet that names one, config and volume before
-    the Deployment that mounts them. Needs a spec `check_spec` accepted.
+    they protect, Services before the StatefulSet that names one, each disruption budget
+    before the pods it guards, config and volume before the Deployment that mounts them.
+    Needs a spec `check_spec` accepted.
 
     `ca_cert` is the CA agents must trust (the apply layer reads it from the TLS Secrets);
     the certificate Secrets themselves are written by the apply layer, not applied here."""
@@ -61,11 +66,13 @@ def desired_children(
         children += [
             qdrant_headless_service(owner),
             qdrant_service(owner),
+            qdrant_disruption_budget(owner),
             qdrant_statefulset(owner, spec, images),
         ]
     children += [
         memory_config_map(owner, service_text),
         memory_data_claim(owner, spec),
+        memory_disruption_budget(owner),
         memory_deployment(owner, spec, images, service_text),
         memory_service(owner, spec),
         client_config_map(owner, client_text, ca_cert if spec.tls.enabled else None),

@@ -46,6 +46,9 @@ def service_config_data(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
         vector_store["server"] = {
             "url": names.qdrant_url(owner.name, owner.namespace),
             "apiKey": {"env": ENV_QDRANT_KEY},
+            # Always written out: a distributed Qdrant's own default is one shard per peer.
+            "shardNumber": vs.managed.shards,
+            "replicationFactor": vs.managed.replication_factor,
         }
     else:
         assert vs.external is not None
@@ -66,7 +69,8 @@ def service_config_data(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
         "vectorStore": vector_store,
         "history": {"path": HISTORY_PATH},
         "embedder": embedder,
-        "recall": spec.recall,
+        # No `recall`: agents send their budgets (client.yaml) with every recall, so a change
+        # of spec.recall reaches them without restarting the service.
         "retrieval": spec.retrieval,
     }
     if spec.llm is not None:
@@ -111,11 +115,13 @@ def _yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
-# Left out of the rendered service.yaml: `limits` (the service's own defaults, which the spec
-# does not set), `generate` (the operator generates keys, the service never does) and
-# `optional` where it is false (the default; only previousApiKey is optional).
+# Left out of the rendered service.yaml: `limits` and `recall` (the service's own defaults:
+# the spec does not set limits, and its recall budgets are the agents'), `generate` (the
+# operator generates keys, the service never does) and `optional` where it is false (the
+# default; only previousApiKey is optional).
 _SERVICE_EXCLUDE: dict[str, Any] = {
     "limits": True,
+    "recall": True,
     "api_key": {"generate", "optional"},
     "previous_api_key": {"generate"},
     "vector_store": {"server": {"api_key": {"generate", "optional"}}},

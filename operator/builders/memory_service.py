@@ -20,6 +20,7 @@ from memorystore.operator.builders.common import (
     value_env,
 )
 from memorystore.operator.builders.configs import config_checksum
+from memorystore.operator.builders.disruption import spread_over_nodes
 from memorystore.operator.builders.model import Images, Owner
 from memorystore.operator.builders.paths import (
     CONFIG_DIR,
@@ -165,6 +166,7 @@ def memory_deployment(
                     "enableServiceLinks": False,
                     "securityContext": pod_security(SERVICE_UID),
                     **placement(spec.service.node_selector, spec.service.tolerations),
+                    **spread_over_nodes(store, names.MEMORY_SERVICE, spec.service.replicas),
                     "volumes": [
                         {
                             "configMap": {"name": names.memory_config_map_name(store)},

@@ -17,6 +17,7 @@ from memorystore.operator.builders.common import (
     storage_spec,
     value_env,
 )
+from memorystore.operator.builders.disruption import spread_over_nodes
 from memorystore.operator.builders.model import Images, Owner
 from memorystore.operator.builders.paths import (
     QDRANT_INIT_DIR,
@@ -80,7 +81,9 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
         "startupProbe": http_probe("/livez", "http", period=5, timeout=3, failures=120),
         "volumeMounts": [
             {"mountPath": QDRANT_STORAGE_DIR, "name": "storage"},
-            {"mountPath": QDRANT_SNAPSHOTS_DIR, "name": "snapshots"},
+            # Snapshots on the same claim (a directory beside Qdrant's own), so they survive
+            # the pod; a second volume claim template cannot be added to a StatefulSet.
+            {"mountPath": QDRANT_SNAPSHOTS_DIR, "name": "storage", "subPath": "snapshots"},
             {"mountPath": QDRANT_INIT_DIR, "name": "init"},
             {"mountPath": "/tmp", "name": "tmp"},
         ],
@@ -123,8 +126,8 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
                     "enableServiceLinks": False,
                     "securityContext": pod_security(QDRANT_UID),
                     **placement(managed.node_selector, managed.tolerations),
+                    **spread_over_nodes(store, names.QDRANT, managed.replicas),
                     "volumes": [
-                        {"emptyDir": {}, "name": "snapshots"},
                         {"emptyDir": {}, "name": "init"},
                         {"emptyDir": {}, "name": "tmp"},
                     ],

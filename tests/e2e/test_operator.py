@@ -18,6 +18,7 @@ from memorystore.operator.crd import CRD_PATH
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
 from memorystore_dev.operator_process import start_operator, stop_operator
+from support.stores import create_store
 from support.waiting import wait_for
 
 
@@ -73,17 +74,23 @@ def test_a_memorystore_becomes_ready_repairs_drift_rolls_on_update_and_retains_d
         dep = kube.get("deployment", deploy, "-n", namespace)
         return dep["spec"]["template"]["metadata"]["annotations"][annotation]
 
-    before = checksum()
+    def client_config() -> str:
+        cm = kube.get("configmap", names.client_config_map_name("demo"), "-n", namespace)
+        return cm["data"][names.CLIENT_CONFIG_FILE]
+
+    # recall budgets are the agents' concern: the client config changes, the service stays
+    before, client_before = checksum(), client_config()
     kube.kubectl(
-        "patch",
-        "mstore",
-        "demo",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
+        "patch", "mstore", "demo", "-n", namespace, "--type=merge", "-p",
         '{"spec": {"recall": {"topK": 5}}}',
-    )
+    )  # fmt: skip
+    wait_for(lambda: client_config() != client_before, timeout=30)
+    assert "topK: 5" in client_config()
+    assert checksum() == before
+    kube.kubectl(
+        "patch", "mstore", "demo", "-n", namespace, "--type=merge", "-p",
+        '{"spec": {"retrieval": {"candidates": 50}}}',
+    )  # fmt: skip
     wait_for(lambda: checksum() != before, timeout=30)
 
     # deletion with the default Retain: the data volume and keys stay, the rest goes
@@ -124,15 +131,6 @@ def test_an_unrealisable_spec_sets_a_condition_instead_of_children(
             "get", "deployment", names.memory_deployment_name("pg"), "-n", namespace, check=False
         ).returncode
         != 0
-    )
-
-
-def create_store(kube: Kube, namespace: str, name: str, spec: str = "{}") -> None:
-    kube.apply(
-        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
-        f"metadata: {{name: {name}}}\nspec: {spec}\n",
-        "-n",
-        namespace,
     )
 
 
@@ -361,7 +359,7 @@ def test_an_embedded_store_is_ready_as_one_pod_without_qdrant_children(
         check=False,
     )
     assert refused.returncode != 0
-    assert "spec.service.replicas must be 0 or 1 with spec.vectorStore.embedded" in refused.stderr
+    assert "spec.service.replicas must be 1 with spec.vectorStore.embedded" in refused.stderr
     assert (
         kube.get("deployment", names.memory_deployment_name("e"), "-n", namespace)["spec"][
             "replicas"

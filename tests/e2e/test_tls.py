@@ -25,6 +25,7 @@ from cryptography import x509
 from memorystore.operator import names, tls
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
+from support.stores import create_store
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -51,15 +52,6 @@ def reconciles(port: int) -> float:
 def wait_for_reconciles(port: int, more: int) -> None:
     start = reconciles(port)
     wait_for(lambda: reconciles(port) >= start + more, timeout=60)
-
-
-def create_store(kube: Kube, namespace: str, name: str, spec: str = "{}") -> None:
-    kube.apply(
-        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
-        f"metadata: {{name: {name}}}\nspec: {spec}\n",
-        "-n",
-        namespace,
-    )
 
 
 def status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:

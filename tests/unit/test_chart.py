@@ -28,7 +28,7 @@ from kubernetes_validate.utils import SchemaNotFoundError, all_versions
 from lightkube import codecs
 
 from memorystore.cli import build_parser
-from memorystore.operator import apply, builders, handlers
+from memorystore.operator import apply, builders, handlers, watch
 from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.crd import CRD_PATH
@@ -54,12 +54,13 @@ Rules = dict[tuple[str, str], set[str]]
 # (apiGroup, resource) -> verbs, in every namespace the operator watches.
 NAMESPACED_RULES: Rules = {
     # kopf watches the handled resource (handlers.on_change: @kopf.on.create/update/resume),
-    # and the resync loop lists the stores (handlers.resync: client.list);
+    # and the resync loop lists the stores (handlers.resync: client.list); every reconcile
+    # reads the live object first (handlers.Reconciler._reconcile_live: client.get);
     # patch: kopf keeps its progress and diff-base annotations on the object
     # (handlers.configure: AnnotationsProgressStorage / AnnotationsDiffBaseStorage).
-    ("memorystore.dev", "memorystores"): {"list", "watch", "patch"},
-    # kopf writes the status the handler returns (patch.status in handlers.on_change);
-    # handlers._resync_one merge-patches MemoryStoreResource.Status.
+    ("memorystore.dev", "memorystores"): {"get", "list", "watch", "patch"},
+    # handlers.Reconciler._reconcile_live merge-patches MemoryStoreResource.Status when the
+    # status changed.
     ("memorystore.dev", "memorystores/status"): {"patch"},
     # Children carry an owner reference with blockOwnerDeletion: true
     # (builders.common.owner_reference); with the OwnerReferencesPermissionEnforcement admission
@@ -74,18 +75,21 @@ NAMESPACED_RULES: Rules = {
     # apply.ensure_keys: get <store>-keys, create it once, patch its ownerReferences;
     # apply.ensure_service_key: get <store>-service-key (and <store>-client if it was lost),
     # create it, merge-patch it on rotation/expiry;
-    # apply.missing_secrets: get each Secret a spec names; the client Secret is applied.
+    # apply.missing_secrets: get each Secret a spec names; the client Secret is applied
+    # (apply.apply_changed reads it first: Secrets are not watched, so no list/watch here).
     ("", "secrets"): {"get", "create", "patch"},
-    # Server-side apply of every child (apply.apply_all): an apply PATCH, which the API
-    # server also authorizes as create while the object does not exist yet.
-    ("", "configmaps"): {"create", "patch"},
-    ("", "services"): {"create", "patch"},
-    ("networking.k8s.io", "networkpolicies"): {"create", "patch"},
+    # Server-side apply of every child (apply.apply_changed): an apply PATCH, which the API
+    # server also authorizes as create while the object does not exist yet; watch: the
+    # children watch (watch.follow, by the managed-by label) keeps the ledger current.
+    ("", "configmaps"): {"watch", "create", "patch"},
+    ("", "services"): {"watch", "create", "patch"},
+    ("networking.k8s.io", "networkpolicies"): {"watch", "create", "patch"},
+    ("policy", "poddisruptionbudgets"): {"watch", "create", "patch"},
     # ... plus apply.pending_claims (list by the store's label selector).
-    ("", "persistentvolumeclaims"): {"list", "create", "patch"},
+    ("", "persistentvolumeclaims"): {"list", "watch", "create", "patch"},
     # ... plus apply.get_workload (the two workloads' readiness for status).
-    ("apps", "deployments"): {"get", "create", "patch"},
-    ("apps", "statefulsets"): {"get", "create", "patch"},
+    ("apps", "deployments"): {"get", "watch", "create", "patch"},
+    ("apps", "statefulsets"): {"get", "watch", "create", "patch"},
     # apply.ensure_tls (spec.tls.issuerRef): server-side apply of the Certificate; once
     # issuerRef is gone, get the store's Certificate and delete it (apply._retire_certificate).
     # The Secrets it reads and writes (<store>-ca, <store>-tls) are covered above.
@@ -113,6 +117,7 @@ CLIENT_VERBS = {
     "patch": {"patch"},
     "apply": {"create", "patch"},
     "delete": {"delete"},
+    "watch": {"watch"},
 }
 
 
@@ -422,13 +427,13 @@ def _resource_types(module: Any) -> set[tuple[str, str]]:
 
 
 def test_the_rules_cover_every_resource_type_and_call_of_the_operator():
-    calls = _client_calls(handlers) | _client_calls(apply)
+    calls = _client_calls(handlers) | _client_calls(apply) | _client_calls(watch)
     assert calls <= CLIENT_VERBS.keys(), (
         f"the operator now calls client.{sorted(calls - CLIENT_VERBS.keys())}: add the verbs "
         "to the chart's RBAC, NAMESPACED_RULES and CLIENT_VERBS"
     )
     assert calls == CLIENT_VERBS.keys(), "a call went away: drop the verb it needed"
-    types = _resource_types(handlers) | _resource_types(apply)
+    types = _resource_types(handlers) | _resource_types(apply) | _resource_types(watch)
     assert ("memorystore.dev", "memorystores/status") in types
     missing = types - NAMESPACED_RULES.keys()
     assert not missing, f"the operator uses {sorted(missing)}, which the chart does not grant"

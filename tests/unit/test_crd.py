@@ -245,16 +245,14 @@ def test_cel_rules(schema):
     assert [r["rule"] for r in rules_at(schema, "spec.vectorStore")] == [
         "(has(self.managed) ? 1 : 0) + (has(self.external) ? 1 : 0) "
         "+ (has(self.embedded) ? 1 : 0) == 1",
-        "has(self.embedded) == has(oldSelf.embedded)",
+        "has(self.managed) == has(oldSelf.managed) "
+        "&& has(self.external) == has(oldSelf.external) "
+        "&& has(self.embedded) == has(oldSelf.embedded)",
     ]
     assert [r["rule"] for r in rules_at(schema, "spec.historyDb")] == [
         "has(self.sqlite) != has(self.postgres)"
     ]
-    for path in (
-        "spec.vectorStore.collection",
-        "spec.embedder.dimensions",
-        "spec.embedder.provider",
-    ):
+    for path in ("spec.vectorStore.collection", "spec.embedder.provider"):
         [rule] = rules_at(schema, path)
         assert rule["rule"] == "self == oldSelf"
         assert rule["message"].startswith(f"{path} is immutable: ")
@@ -273,3 +271,74 @@ def test_cel_rules(schema):
     [renew] = rules_at(schema, "spec.tls")
     assert renew["rule"].endswith("self.renewBeforeDays < self.durationDays")
     assert renew["fieldPath"] == ".renewBeforeDays"
+
+
+def test_the_embedding_model_can_be_neither_changed_nor_added_nor_removed(schema):
+    # A rule on the field itself (self == oldSelf) runs only when the field exists before
+    # and after: adding or removing it would slip through. So the rules sit on spec.embedder.
+    transitions = {
+        r["fieldPath"]: r for r in rules_at(schema, "spec.embedder") if "oldSelf" in r["rule"]
+    }
+    assert set(transitions) == {".model", ".baseUrl", ".dimensions"}
+    for field, rule in transitions.items():
+        name = field.removeprefix(".")
+        assert rule["rule"] == (
+            f"has(self.{name}) == has(oldSelf.{name}) "
+            f"&& (!has(self.{name}) || self.{name} == oldSelf.{name})"
+        )
+        assert rule["message"].startswith(f"spec.embedder.{name} cannot be changed, added or ")
+        assert "see README: Changing tiers or the embedding model" in rule["message"]
+    assert not rules_at(schema, "spec.embedder.dimensions")  # folded into the above
+
+
+def test_every_migration_message_points_at_a_readme_section_that_exists(schema):
+    readme = (crd.CRD_PATH.parents[1] / "README.md").read_text()
+    assert f"### {crd.MIGRATION_SECTION}\n" in readme
+    pointing = [
+        rule["message"]
+        for _, node in walk(schema)
+        for rule in node.get("x-kubernetes-validations", [])
+        if "see README" in rule["message"]
+    ]
+    assert len(pointing) == 7  # tier, provider, model, baseUrl, dimensions, shards, copies
+    for message in pointing:
+        assert f"see README: {crd.MIGRATION_SECTION})" in message
+
+
+def test_managed_qdrant_redundancy_rules(schema):
+    fits, shards, copies = rules_at(schema, "spec.vectorStore.managed")
+    assert fits["rule"].endswith("self.replicationFactor <= self.replicas")
+    assert fits["fieldPath"] == ".replicationFactor"
+    assert "spec.vectorStore.managed.replicas" in fits["message"]
+    for rule, name in ((shards, "shards"), (copies, "replicationFactor")):
+        # a store made before the field existed counts as 1 (the default)
+        assert rule["rule"] == (
+            f"(has(self.{name}) ? self.{name} : 1) == (has(oldSelf.{name}) ? oldSelf.{name} : 1)"
+        )
+        assert rule["message"].startswith(f"spec.vectorStore.managed.{name} cannot be changed: ")
+        assert "the collection was created with" in rule["message"]
+    managed = crd._node(schema["properties"]["spec"], "spec.vectorStore.managed")
+    for name, maximum in (("shards", 64), ("replicationFactor", 9)):
+        node = managed["properties"][name]
+        assert (node["type"], node["default"], node["minimum"], node["maximum"]) == (
+            "integer",
+            1,
+            1,
+            maximum,
+        )
+
+
+def test_service_replicas_start_at_one_and_say_how_to_scale_to_zero(schema):
+    replicas = crd._node(schema["properties"]["spec"], "spec.service.replicas")
+    assert replicas["minimum"] == 1
+    assert "to scale to zero use spec.suspend (data kept)" in replicas["description"]
+
+
+def test_every_condition_reason_is_documented(schema):
+    from memorystore.spec import CONDITION_REASONS, ConditionReason
+
+    assert set(CONDITION_REASONS) == set(ConditionReason)
+    reason = crd._node(schema["properties"]["status"], "status.conditions[].reason")
+    assert reason["type"] == "string" and "enum" not in reason  # never refuse a status
+    for member, meaning in CONDITION_REASONS.items():
+        assert f"{member.value}: {meaning}" in reason["description"]

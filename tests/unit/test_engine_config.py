@@ -96,6 +96,20 @@ def test_qdrant_server_with_key_from_a_mounted_file(tmp_path):
     assert cfg.vector_store.config.api_key == "qk-123"
 
 
+def test_a_managed_qdrants_collection_layout_reaches_the_store_config(tmp_path):
+    server = {"url": "http://qdrant:6333", "shardNumber": 4, "replicationFactor": 2}
+    store = mem0_config(config(tmp_path, vectorStore={"server": server})).vector_store.config
+    assert (store.shard_number, store.replication_factor) == (4, 2)
+    plain = mem0_config(config(tmp_path, vectorStore={"server": {"url": "http://q:6333"}}))
+    assert (
+        plain.vector_store.config.shard_number,
+        plain.vector_store.config.replication_factor,
+    ) == (
+        None,
+        None,
+    )
+
+
 def test_a_missing_provider_key_fails_naming_the_field(tmp_path, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
     cfg = config(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from memorystore.service.keyed_locks import KeyedLocks
+from memorystore.keyed_locks import KeyedLocks
 
 
 async def test_same_key_serialises_other_keys_overlap():

@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mem0 import AsyncMemory
@@ -213,6 +214,56 @@ def test_has_bm25_slot(server_store: QdrantServerStore):
         "mem0's Qdrant no longer sets `_has_bm25_slot` for a collection with a `bm25` sparse "
         "vector: service/mem0_seam.QdrantServerStore.keyword_search reads both"
     )
+
+
+class _Recording:
+    """A Qdrant client that records each create_collection call's keyword arguments."""
+
+    def __init__(self) -> None:
+        self.client = QdrantClient(":memory:")
+        self.created: list[dict[str, Any]] = []
+
+    def create_collection(self, **kwargs: Any) -> Any:
+        self.created.append(dict(kwargs))
+        kwargs.pop("shard_number", None)  # the in-process mode has no shards to make
+        kwargs.pop("replication_factor", None)
+        return self.client.create_collection(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_create_col_creates_a_missing_collection_through_the_client():
+    recording = _Recording()
+    store = QdrantServerStore(
+        collection_name="t",
+        embedding_model_dims=4,
+        client=recording,
+        shard_number=3,
+        replication_factor=2,
+    )
+    why = (
+        "mem0's Qdrant constructor no longer creates a missing collection with one keyword call "
+        "`self.client.create_collection(...)` in `create_col`: service/mem0_seam."
+        "QdrantServerStore.create_col adds shard_number and replication_factor to that call"
+    )
+    assert len(recording.created) == 1, why
+    assert recording.created[0]["collection_name"] == "t", why
+    assert (recording.created[0]["shard_number"], recording.created[0]["replication_factor"]) == (
+        3,
+        2,
+    ), why
+    assert store.client is recording, "the store keeps the client it was given"
+    # an existing collection is left as it is: no second create
+    again = QdrantServerStore(
+        collection_name="t", embedding_model_dims=4, client=recording, shard_number=5
+    )
+    assert len(recording.created) == 1, (
+        "mem0's Qdrant.create_col no longer skips an existing collection: it must never be "
+        "re-created (its memories) nor re-sharded"
+    )
+    assert again._has_bm25_slot
+    recording.client.close()
 
 
 # --- AsyncMemory and its history DB ---------------------------------------------------------

@@ -30,7 +30,7 @@ from memorystore.operator.builders.configs import (
 from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.builders.validate import SpecError, check_spec
-from memorystore.spec import MemoryStoreSpec
+from memorystore.spec import MemoryStoreSpec, RecallSettings
 
 GOLDEN = Path(__file__).parent / "golden" / "operator"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -101,6 +101,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "vectorStore": {"embedded": {}, "collection": "acme_small"},
         "historyDb": {"sqlite": {"storage": {"size": "2Gi"}}},
         "service": {"resources": {"limits": {"memory": "1Gi"}}},
+    },
+    # Three Qdrant peers holding every shard twice: one may be drained at a time.
+    "redundant": {
+        "vectorStore": {"managed": {"replicas": 3, "shards": 6, "replicationFactor": 2}},
     },
     # A dedicated, tainted node pool for each kind of pod.
     "placed": {
@@ -247,9 +251,11 @@ def test_managed_children_and_their_apply_order():
         ("NetworkPolicy", "acme-memory"),
         ("Service", "acme-qdrant-headless"),
         ("Service", "acme-qdrant"),
+        ("PodDisruptionBudget", "acme-qdrant"),
         ("StatefulSet", "acme-qdrant"),
         ("ConfigMap", "acme-memory-config"),
         ("PersistentVolumeClaim", "acme-memory-data"),
+        ("PodDisruptionBudget", "acme-memory"),
         ("Deployment", "acme-memory"),
         ("Service", "acme-memory"),
         ("ConfigMap", "acme-client"),
@@ -337,8 +343,37 @@ def _checksum(raw: dict[str, Any], keys: Keys = KEYS) -> str:
 def test_config_checksum_follows_the_service_config():
     base = _checksum({})
     assert len(base) == 64
-    assert _checksum({"recall": {"topK": 9}}) != base
+    assert _checksum({"retrieval": {"hybrid": False}}) != base
+    assert _checksum({"retrieval": {"candidates": 50}}) != base
+    assert _checksum({"embedder": {"threads": 2}}) != base
     assert _checksum({}) == base
+
+
+def test_a_recall_change_reaches_the_agents_without_restarting_the_service():
+    """Agents send their recall budgets (client.yaml) with every call: the service's own
+    config, and so its pods, do not depend on spec.recall."""
+    before = desired_children(OWNER, spec_of({}), IMAGES, KEYS, ca_cert=CA_CERT)
+    after = desired_children(
+        OWNER,
+        spec_of({"recall": {"topK": 3, "threshold": 0.5, "tokenBudget": 99}}),
+        IMAGES,
+        KEYS,
+        ca_cert=CA_CERT,
+    )
+    changed = [
+        (a["kind"], a["metadata"]["name"])
+        for a, b in zip(before, after, strict=True)
+        if render_golden([a]) != render_golden([b])
+    ]
+    assert changed == [("ConfigMap", "acme-client")]
+    client = yaml.safe_load(find(after, "ConfigMap", "acme-client")["data"]["client.yaml"])
+    assert client["recall"]["topK"] == 3 and client["recall"]["tokenBudget"] == 99
+    # byte-identical: the service's config, its checksum and so its pods
+    for kind, name in (("ConfigMap", "acme-memory-config"), ("Deployment", "acme-memory")):
+        assert render_golden([find(before, kind, name)]) == render_golden([find(after, kind, name)])
+    text = find(after, "ConfigMap", "acme-memory-config")["data"]["service.yaml"]
+    assert "recall" not in yaml.safe_load(text)
+    assert service_config(OWNER, spec_of({"recall": {"topK": 3}})).recall == RecallSettings()
 
 
 def test_config_checksum_ignores_the_keys():
@@ -417,7 +452,7 @@ def test_external_service_config_uses_the_keys_only_where_refs_are_given():
     assert cfg.vector_store.collection == "acme_memories"
     assert cfg.embedder.api_key.env == "EMBEDDER_API_KEY"
     assert cfg.llm.api_key.env == "LLM_API_KEY"
-    assert cfg.recall.top_k == 5
+    assert cfg.recall == RecallSettings()  # spec.recall (topK 5) is the agents': client.yaml
 
     bare = service_config(
         OWNER,
@@ -557,14 +592,19 @@ def test_qdrant_statefulset_shape():
     assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
     assert "startupProbe" in container
     assert _env(container)["QDRANT__SERVICE__API_KEY"] == _ref("acme-keys", "qdrant-api-key")
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts == {
-        "/qdrant/storage": "storage",
-        "/qdrant/snapshots": "snapshots",
-        "/qdrant/init": "init",
-        "/tmp": "tmp",
+        "/qdrant/storage": {"mountPath": "/qdrant/storage", "name": "storage"},
+        # snapshots live on the storage claim too (an emptyDir would lose them with the pod)
+        "/qdrant/snapshots": {
+            "mountPath": "/qdrant/snapshots",
+            "name": "storage",
+            "subPath": "snapshots",
+        },
+        "/qdrant/init": {"mountPath": "/qdrant/init", "name": "init"},
+        "/tmp": {"mountPath": "/tmp", "name": "tmp"},
     }
-    assert {v["name"] for v in pod["volumes"]} == {"snapshots", "init", "tmp"}
+    assert {v["name"] for v in pod["volumes"]} == {"init", "tmp"}
     assert all(v["emptyDir"] == {} for v in pod["volumes"])
     (template,) = spec["volumeClaimTemplates"]
     assert template["metadata"]["name"] == "storage"
@@ -626,6 +666,7 @@ def test_stores_without_a_managed_qdrant_have_no_qdrant_objects(sample):
         ("NetworkPolicy", "acme-memory"),
         ("ConfigMap", "acme-memory-config"),
         ("PersistentVolumeClaim", "acme-memory-data"),
+        ("PodDisruptionBudget", "acme-memory"),
         ("Deployment", "acme-memory"),
         ("Service", "acme-memory"),
         ("ConfigMap", "acme-client"),
@@ -702,19 +743,27 @@ def test_embedded_store_suspends_to_zero_and_keeps_its_volume():
     find(children, "PersistentVolumeClaim", "acme-memory-data")
 
 
-def test_embedded_store_allows_zero_or_one_replica_and_says_why_not_two():
-    for replicas in (0, 1):
-        raw = {"vectorStore": {"embedded": {}}, "service": {"replicas": replicas}}
-        deployment = find(
-            desired_children(OWNER, spec_of(raw), IMAGES, KEYS), "Deployment", "acme-memory"
-        )
-        assert deployment["spec"]["replicas"] == replicas
+def test_embedded_store_runs_one_replica_and_says_why_not_two():
+    raw = {"vectorStore": {"embedded": {}}, "service": {"replicas": 1}}
+    deployment = find(
+        desired_children(OWNER, spec_of(raw), IMAGES, KEYS), "Deployment", "acme-memory"
+    )
+    assert deployment["spec"]["replicas"] == 1
     raw = {"vectorStore": {"embedded": {}}, "service": {"replicas": 2}}
     with pytest.raises(SpecError) as info:
         check_spec(OWNER, spec_of(raw))
     message = str(info.value)
     assert message.startswith("spec.service.replicas is 2")
     assert "spec.vectorStore.embedded" in message and "single-process lock" in message
+
+
+@pytest.mark.parametrize("raw", [{}, {"vectorStore": {"embedded": {}}}])
+def test_zero_service_replicas_are_refused_pointing_at_suspend(raw):
+    with pytest.raises(ValidationError) as info:
+        spec_of({**raw, "service": {"replicas": 0}})
+    assert format_validation_error(info.value) == (
+        "service.replicas: must be at least 1: to scale to zero use spec.suspend (data kept)"
+    )
 
 
 # --- pod placement --------------------------------------------------------------------------
@@ -774,10 +823,11 @@ def test_placement_rolls_the_service_pods_but_changes_no_config():
     assert find(plain, "StatefulSet", "acme-qdrant") == find(placed, "StatefulSet", "acme-qdrant")
 
 
-def test_placed_pods_are_valid_kubernetes_objects():
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_children_are_valid_kubernetes_objects(sample):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    for child in children_of("placed"):
-        if child["kind"] in ("Deployment", "StatefulSet"):
+    for child in children_of(sample):
+        if child["kind"] in ("Deployment", "StatefulSet", "PodDisruptionBudget"):
             kubernetes_validate.validate(child, "1.37", strict=True)
 
 
@@ -1071,3 +1121,124 @@ def test_images_come_from_the_operator_environment():
     images = Images.from_env(env)
     assert images.service == "reg/svc:1"
     assert images.qdrant == Images.qdrant, "unset or empty keeps the default"
+
+
+# --- voluntary disruptions: budgets and spreading -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sample", "component", "name"),
+    [
+        ("managed-default", "qdrant", "acme-qdrant"),
+        ("managed-default", "memory-service", "acme-memory"),
+        ("embedded", "memory-service", "acme-memory"),
+        ("suspended", "qdrant", "acme-qdrant"),
+    ],
+)
+def test_each_kind_of_pod_has_a_disruption_budget_of_one(sample, component, name):
+    children = children_of(sample)
+    budget = find(children, "PodDisruptionBudget", name)
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["metadata"]["labels"]["app.kubernetes.io/component"] == component
+    assert budget["spec"] == {
+        "maxUnavailable": 1,  # a single replica can still be drained off its node
+        "selector": {"matchLabels": names.selector_labels("acme", component)},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    # the budget selects exactly the pods of its workload
+    kind = "StatefulSet" if component == "qdrant" else "Deployment"
+    workload = next(c for c in children if c["kind"] == kind)
+    assert budget["spec"]["selector"] == workload["spec"]["selector"]
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+def test_disruption_budgets_go_with_the_store_like_its_services(policy):
+    children = desired_children(OWNER, spec_of({"deletionPolicy": policy}), IMAGES, KEYS)
+    service = find(children, "Service", "acme-memory")
+    for budget in (c for c in children if c["kind"] == "PodDisruptionBudget"):
+        assert budget["metadata"]["ownerReferences"] == service["metadata"]["ownerReferences"]
+
+
+def _spread(children: list[dict[str, Any]], kind: str, name: str) -> Any:
+    return _pod_spec(children, kind, name).get("topologySpreadConstraints")
+
+
+def test_several_qdrant_replicas_spread_over_nodes_and_one_does_not_mention_it():
+    assert _spread(children_of("managed-default"), "StatefulSet", "acme-qdrant") is None
+    assert _spread(children_of("redundant"), "StatefulSet", "acme-qdrant") == [
+        {
+            "labelSelector": {"matchLabels": names.selector_labels("acme", "qdrant")},
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",  # a spread wish, never unschedulable
+        }
+    ]
+    assert _spread(children_of("redundant"), "Deployment", "acme-memory") is None
+
+
+def test_suspending_changes_the_replica_counts_but_not_the_pod_templates():
+    # the spread follows the replicas asked for, not the 0 of a suspended store: resuming
+    # must not roll the pods
+    running = desired_children(
+        OWNER, spec_of({**SAMPLES["suspended"], "suspend": False}), IMAGES, KEYS
+    )
+    suspended = desired_children(OWNER, spec_of(SAMPLES["suspended"]), IMAGES, KEYS)
+    for kind, name in (("StatefulSet", "acme-qdrant"), ("Deployment", "acme-memory")):
+        assert (
+            find(running, kind, name)["spec"]["template"]
+            == (find(suspended, kind, name)["spec"]["template"])
+        )
+    assert _spread(suspended, "StatefulSet", "acme-qdrant") is not None
+
+
+def test_several_service_replicas_spread_over_nodes():
+    # (a SQLite history allows one replica today; the Deployment is ready for more)
+    from memorystore.operator.builders.memory_service import memory_deployment
+
+    spec = spec_of({"service": {"replicas": 2}})
+    deployment = memory_deployment(OWNER, spec, IMAGES, "config")
+    assert deployment["spec"]["template"]["spec"]["topologySpreadConstraints"] == [
+        {
+            "labelSelector": {"matchLabels": names.selector_labels("acme", "memory-service")},
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+    ]
+    single = memory_deployment(OWNER, spec_of({}), IMAGES, "config")
+    assert "topologySpreadConstraints" not in single["spec"]["template"]["spec"]
+
+
+# --- a managed Qdrant's collection layout ---------------------------------------------------
+
+
+def test_the_managed_collection_layout_reaches_the_service_config():
+    cfg = service_config(OWNER, spec_of(SAMPLES["redundant"]))
+    assert (cfg.vector_store.server.shard_number, cfg.vector_store.server.replication_factor) == (
+        6,
+        2,
+    )
+    text = find(children_of("redundant"), "ConfigMap", "acme-memory-config")["data"]
+    server = yaml.safe_load(text["service.yaml"])["vectorStore"]["server"]
+    assert (server["shardNumber"], server["replicationFactor"]) == (6, 2)
+    # written out for the defaults too: a distributed Qdrant's own default is a shard per peer
+    default = service_config(OWNER, spec_of({})).vector_store.server
+    assert (default.shard_number, default.replication_factor) == (1, 1)
+
+
+@pytest.mark.parametrize("sample", ["external-openai", "embedded"])
+def test_other_tiers_leave_the_collection_layout_to_the_server(sample):
+    text = find(children_of(sample), "ConfigMap", "acme-memory-config")["data"]["service.yaml"]
+    assert "shardNumber" not in text and "replicationFactor" not in text
+
+
+def test_more_copies_than_qdrant_replicas_are_refused_naming_both_fields():
+    raw = {"vectorStore": {"managed": {"replicas": 2, "replicationFactor": 3}}}
+    with pytest.raises(SpecError) as info:
+        check_spec(OWNER, spec_of(raw))
+    assert str(info.value) == (
+        "spec.vectorStore.managed.replicationFactor (3) must be at most "
+        "spec.vectorStore.managed.replicas (2): each copy of a shard lives on a different "
+        "Qdrant replica"
+    )
+    check_spec(OWNER, spec_of(SAMPLES["redundant"]))

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memorystore.operator import apply
 from memorystore.operator.status import (
+    AGENT_PODS_ISOLATED,
+    DELETING_MESSAGE,
     READY,
     SERVICE_READY,
+    SPEC_VALID,
     VECTOR_STORE_READY,
     Observed,
     Workload,
     compute_status,
     workload_state,
 )
-from memorystore.spec import MemoryStoreStatus, Phase
+from memorystore.spec import ConditionReason, MemoryStoreStatus, Phase
 
 T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
 
@@ -149,7 +160,11 @@ def test_an_embedded_engine_waits_on_the_volume_it_lives_on():
         T0,
     )
     assert suspended.phase == Phase.SUSPENDED
-    assert cond(suspended, VECTOR_STORE_READY).reason == "Embedded"
+    # no pod runs the engine: not ready, and the claim waiting for a pod is not the reason
+    vs = cond(suspended, VECTOR_STORE_READY)
+    assert (vs.status, vs.reason) == ("False", "ServiceNotReady")
+    assert vs.message.endswith("Deployment s-memory is scaled to 0 replicas")
+    assert cond(suspended, SERVICE_READY).reason == "ScaledToZero"
 
 
 def test_transition_time_kept_while_status_is_unchanged_and_degraded_after_ready():
@@ -203,3 +218,158 @@ def test_status_names_the_label_agent_pods_carry():
         observed(agent_pod_label="memorystore.dev/client=s"), MemoryStoreStatus(), T0
     )
     assert status.agent_pod_label == "memorystore.dev/client=s"
+
+
+# --- a workload scaled to zero serves nothing ---------------------------------------------
+
+
+def test_a_workload_scaled_to_zero_is_not_ready():
+    state = workload_state(workload("Deployment", "d", 0, 0))
+    assert state == (False, "ScaledToZero", "Deployment d is scaled to 0 replicas")
+    # a rollout in progress is named first
+    rolling = workload_state(workload("StatefulSet", "q", 0, 0, generation=2, seen=1))
+    assert rolling[1] == "RollingOut"
+
+
+def test_a_store_whose_workloads_are_scaled_to_zero_is_not_ready_unless_suspended():
+    scaled = observed(vector_store=workload("StatefulSet", "s-qdrant", 0, 0))
+    status = compute_status(scaled, MemoryStoreStatus(), T0)
+    assert status.phase == Phase.PENDING
+    ready = cond(status, READY)
+    assert (ready.status, ready.reason) == ("False", "ScaledToZero")
+    assert ready.message == "StatefulSet s-qdrant is scaled to 0 replicas"
+
+    suspended = compute_status(
+        observed(
+            suspended=True,
+            vector_store=workload("StatefulSet", "s-qdrant", 0, 0),
+            service=workload("Deployment", "s-memory", 0, 0),
+            pending_claims=["s-memory-data"],  # WaitForFirstConsumer: no pod, no binding
+        ),
+        MemoryStoreStatus(),
+        T0,
+    )
+    assert suspended.phase == Phase.SUSPENDED
+    assert cond(suspended, READY).reason == "Suspended"
+    assert cond(suspended, VECTOR_STORE_READY).reason == "ScaledToZero"
+    assert cond(suspended, SERVICE_READY).reason == "ScaledToZero"
+
+
+# --- deletion ---------------------------------------------------------------------------------
+
+
+def test_a_store_being_deleted_says_so_and_keeps_the_rest():
+    ready = compute_status(
+        observed(agent_pod_label="memorystore.dev/client=s"), MemoryStoreStatus(), T0
+    )
+    # the handler knows little more than the deletionTimestamp at this point
+    deleting = compute_status(Observed(generation=4, suspended=False, deleting=True), ready, T1)
+    assert deleting.phase == Phase.DELETING and deleting.observed_generation == 4
+    gone = cond(deleting, READY)
+    assert (gone.status, gone.reason, gone.message) == ("False", "Deleting", DELETING_MESSAGE)
+    assert gone.message == (
+        "metadata.deletionTimestamp is set: the operator applies nothing more; Kubernetes "
+        "garbage collection removes the children (data per spec.deletionPolicy)"
+    )
+    assert gone.last_transition_time == T1
+    for type_ in (SPEC_VALID, VECTOR_STORE_READY, SERVICE_READY, AGENT_PODS_ISOLATED):
+        assert cond(deleting, type_) == cond(ready, type_)
+    assert deleting.conditions[0].type == READY
+    assert (deleting.endpoint, deleting.client_config_map, deleting.agent_pod_label) == (
+        ready.endpoint,
+        ready.client_config_map,
+        ready.agent_pod_label,
+    )
+    # deletion wins over whatever the spec or the workloads say
+    for other in (observed(spec_error="bad"), observed(suspended=True)):
+        again = compute_status(Observed(**{**vars(other), "deleting": True}), ready, T1)
+        assert again.phase == Phase.DELETING
+
+
+# --- every reason is documented: properties over arbitrary observations ---------------------
+
+
+def _tls_pending_reasons() -> set[str]:
+    """The reasons apply.py gives TLSState(pending=(reason, message)), read from its code."""
+    found = set()
+    for node in ast.walk(ast.parse(Path(apply.__file__).read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "TLSState":
+            for keyword in node.keywords:
+                if keyword.arg == "pending" and isinstance(keyword.value, ast.Tuple):
+                    first = keyword.value.elts[0]
+                    if isinstance(first, ast.Constant):
+                        found.add(first.value)
+                    elif isinstance(first, ast.Attribute):  # ConditionReason.X
+                        found.add(ConditionReason[first.attr].value)
+    return found
+
+
+TLS_PENDING_REASONS = sorted(_tls_pending_reasons())
+
+
+def test_the_tls_pending_reasons_of_the_apply_layer_are_condition_reasons():
+    assert TLS_PENDING_REASONS == ["CertManagerMissing", "CertificatePending"]
+    assert set(TLS_PENDING_REASONS) <= {r.value for r in ConditionReason}
+
+
+maybe_int = st.none() | st.integers(min_value=0, max_value=4)
+
+
+@st.composite
+def workload_objects(draw: st.DrawFn) -> dict[str, Any] | None:
+    """A workload as the API server may return it: any mix of present and absent fields."""
+    if draw(st.booleans()):
+        return None
+    obj: dict[str, Any] = {"spec": {}, "status": {}}
+    if (generation := draw(maybe_int)) is not None:
+        obj["metadata"] = {"generation": generation}
+    if (replicas := draw(maybe_int)) is not None:
+        obj["spec"]["replicas"] = replicas
+    for key in ("readyReplicas", "updatedReplicas", "observedGeneration"):
+        if (value := draw(maybe_int)) is not None:
+            obj["status"][key] = value
+    return obj
+
+
+def workloads(kind: str) -> st.SearchStrategy[Workload]:
+    return st.builds(Workload, st.just(kind), st.just(f"s-{kind.lower()}"), workload_objects())
+
+
+text = st.text(max_size=20)
+observations = st.builds(
+    Observed,
+    generation=st.integers(min_value=1, max_value=9),
+    suspended=st.booleans(),
+    spec_error=st.none() | text,
+    vector_store=st.none() | workloads("StatefulSet"),
+    embedded_vector_store=st.booleans(),
+    external_vector_store=st.none() | st.just("http://q:6333"),
+    external_error=st.none() | text,
+    service=st.none() | workloads("Deployment"),
+    pending_claims=st.lists(st.just("s-memory-data"), max_size=1),
+    missing_secrets=st.lists(text, max_size=2),
+    tls_pending=st.none() | st.tuples(st.sampled_from(TLS_PENDING_REASONS), text),
+    deleting=st.booleans(),
+    endpoint=st.none() | st.just("https://s-memory.ns.svc:8765"),
+    shared_agent_pods=st.none() | text,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(observations, min_size=1, max_size=4))
+def test_every_reason_is_a_condition_reason_and_ready_means_phase_ready(history):
+    """Over any sequence of observations, each status computed from the one before."""
+    status = MemoryStoreStatus()
+    for i, seen in enumerate(history):
+        status = compute_status(seen, status, f"2026-11-29T10:0{i}:00Z")
+        reasons = {c.type: c.reason for c in status.conditions}
+        assert set(reasons.values()) <= {r.value for r in ConditionReason}, reasons
+        ready = cond(status, READY)
+        assert (ready.status == "True") == (status.phase == Phase.READY)
+        if seen.deleting:
+            assert status.phase == Phase.DELETING and ready.reason == "Deleting"
+        elif seen.spec_error:
+            assert status.phase == Phase.FAILED and reasons[SPEC_VALID] == "InvalidSpec"
+        elif seen.suspended:
+            assert status.phase == Phase.SUSPENDED and ready.reason == "Suspended"
+        assert len({c.type for c in status.conditions}) == len(status.conditions)

@@ -3,21 +3,27 @@
 For each N: a fresh namespace and a fresh operator process; all N stores in one
 `kubectl apply`; the clock stops when every store's status is current (observedGeneration
 == generation) and every store's children exist. Reports the operator's CPU time and peak
-RSS, read from /proc.
+RSS, read from /proc; how long each store's status took to say Ready after its workloads
+were ready (polled); and, once every store is Ready and nothing changes, the API writes per
+resync round, counted by the API server itself (`apiserver_request_total`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
 from memorystore_dev.devcluster.build import ensure_tools
-from memorystore_dev.devcluster.cluster import LocalCluster
+from memorystore_dev.devcluster.cluster import VOLUMES, LocalCluster, free_port, static_volume
 from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, Kube
 from memorystore_dev.operator_process import start_operator, stop_operator
 
@@ -58,20 +64,106 @@ def _count(kube: Kube, kind: str, namespace: str) -> int:
     return len(out.stdout.split())
 
 
-def _current(kube: Kube, namespace: str) -> int:
-    items = kube.get("mstore", "-n", namespace)["items"]
+# Write verbs as the API server counts them (APPLY is server-side apply), and the resources
+# the operator writes: its children, the stores' status and Events.
+WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE"}
+OPERATOR_RESOURCES = set(CHILDREN) | {
+    "persistentvolumeclaims",
+    "poddisruptionbudgets",
+    "memorystores",
+    "events",
+}
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def api_writes(metrics_text: str) -> int:
+    """Write requests on the operator's resources so far, from the API server's /metrics."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in OPERATOR_RESOURCES:
+            total += float(match["value"])
+    return int(total)
+
+
+def _writes(kube: Kube) -> int:
+    return api_writes(kube.kubectl("get", "--raw", "/metrics").stdout)
+
+
+def _reconciles(metrics_port: int) -> float:
+    """Reconciles the operator has run (its own counter, every outcome)."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    prefix = "memorystore_operator_reconciles_total{"
+    lines = [line for line in text.splitlines() if line.startswith(prefix)]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+def _workloads_ready(objects: list[dict]) -> dict[str, bool]:
+    """Per store: are all of its Deployments and StatefulSets ready (as status judges them)?"""
+    ready: dict[str, bool] = {}
+    for obj in objects:
+        store = obj["metadata"].get("labels", {}).get("memorystore.dev/store")
+        if obj["kind"] not in ("Deployment", "StatefulSet") or not store:
+            continue
+        spec, st = obj.get("spec", {}), obj.get("status", {})
+        want = int(spec.get("replicas", 1))
+        ok = (
+            st.get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
+            and int(st.get("readyReplicas") or 0) >= want
+            and int(st.get("updatedReplicas") or 0) >= want
+        )
+        ready[store] = ready.get(store, True) and ok
+    return ready
+
+
+class ReadyLag:
+    """Per store: when its workloads were first seen ready and when its status first said
+    Ready (polled about every half second, so each lag is good to about ±0.5 s)."""
+
+    def __init__(self) -> None:
+        self.workloads_at: dict[str, float] = {}
+        self.ready_at: dict[str, float] = {}
+
+    def observe(self, items: list[dict], now: float) -> None:
+        for store, ok in _workloads_ready(items).items():
+            if ok:
+                self.workloads_at.setdefault(store, now)
+        for item in items:
+            if item["kind"] == "MemoryStore" and (item.get("status") or {}).get("phase") == "Ready":
+                self.ready_at.setdefault(item["metadata"]["name"], now)
+
+    def lags(self) -> list[float]:
+        """Seconds from workloads ready to status Ready, ascending (0 when seen together)."""
+        return sorted(
+            max(0.0, at - self.workloads_at.get(store, at)) for store, at in self.ready_at.items()
+        )
+
+
+def _current(items: list[dict]) -> int:
     return sum(
         1
         for s in items
-        if (s.get("status") or {}).get("observedGeneration") == s["metadata"]["generation"]
+        if s["kind"] == "MemoryStore"
+        and (s.get("status") or {}).get("observedGeneration") == s["metadata"]["generation"]
     )
+
+
+RESYNC_SECONDS = 10.0  # the operator's resync period in the bench
+ROUNDS = 3  # resync rounds over which the steady-state writes are counted
 
 
 def _run(kube: Kube, n: int, timeout: float) -> dict[str, float]:
     namespace = f"bench-{n}"
     kube.kubectl("create", "namespace", namespace)
     log = Path(tempfile.mkstemp(prefix=f"operator-{n}-", suffix=".log")[1])
-    proc = start_operator(kube.kubeconfig, namespace, log)
+    metrics_port = free_port()
+    proc = start_operator(
+        kube.kubeconfig, namespace, log, resync_seconds=RESYNC_SECONDS, metrics_port=metrics_port
+    )
     try:
         time.sleep(3)  # operator start-up is not part of the measured reconcile time
         base_cpu, _ = _proc_stats(proc.pid)
@@ -82,21 +174,43 @@ def _run(kube: Kube, n: int, timeout: float) -> dict[str, float]:
         )
         start = time.monotonic()
         kube.apply(manifest, "-n", namespace)
-        while True:
-            elapsed = time.monotonic() - start
-            current = _current(kube, namespace)
-            children = all(_count(kube, k, namespace) >= per * n for k, per in CHILDREN.items())
-            if current == n and children:
-                break
-            if elapsed > timeout:
-                raise TimeoutError(f"{n} stores: {current} current after {elapsed:.0f} s")
-            time.sleep(1)
-        cpu, peak = _proc_stats(proc.pid)
+        lag = ReadyLag()
+        elapsed: float | None = None
+        cpu = peak = 0.0
+        while elapsed is None or len(lag.ready_at) < n:
+            now = time.monotonic()
+            if now - start > timeout:
+                raise TimeoutError(
+                    f"{n} stores: {len(lag.ready_at)} Ready after {now - start:.0f} s"
+                )
+            items = kube.get("deployments,statefulsets,memorystores", "-n", namespace)["items"]
+            lag.observe(items, now)
+            if (
+                elapsed is None
+                and _current(items) == n
+                and all(_count(kube, k, namespace) >= per * n for k, per in CHILDREN.items())
+            ):
+                elapsed = now - start
+                cpu, peak = _proc_stats(proc.pid)
+            time.sleep(0.3)
+        lags = lag.lags()
+        # Steady state: every store Ready, nothing changes; one round to settle, then count.
+        # A round is every store reconciled once; an operator slower than its period makes
+        # fewer rounds than the clock suggests, so rounds are counted, not timed.
+        time.sleep(RESYNC_SECONDS)
+        writes, reconciles = _writes(kube), _reconciles(metrics_port)
+        time.sleep(RESYNC_SECONDS * ROUNDS)
+        rounds = (_reconciles(metrics_port) - reconciles) / n
+        writes = (_writes(kube) - writes) / max(rounds, 1e-9)
         return {
             "stores": n,
             "seconds": elapsed,
             "cpu_seconds": cpu - base_cpu,
             "peak_rss_mib": peak,
+            "ready_lag_median_s": statistics.median(lags),
+            "ready_lag_max_s": lags[-1],
+            "writes_per_round": writes,
+            "rounds": rounds,
         }
     finally:
         stop_operator(proc)
@@ -110,6 +224,10 @@ def run_operator_bench(sizes: list[int], timeout: float, as_json: bool) -> int:
         kube = Kube(cluster.kubeconfig, tools, cluster)
         kube.kubectl("apply", "--server-side", "-f", str(CRD_PATH))
         kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+        # Every store of the default spec claims two volumes (service data, Qdrant storage),
+        # and a used volume is not reused (Retain): enough for every size, beyond the harness's.
+        extra = range(VOLUMES, VOLUMES + 2 * sum(sizes))
+        kube.apply("\n---\n".join(json.dumps(static_volume(i)) for i in extra))
         results = []
         for n in sizes:
             print(f"{n} stores …", file=sys.stderr)
@@ -119,13 +237,22 @@ def run_operator_bench(sizes: list[int], timeout: float, as_json: bool) -> int:
         return 0
     print(
         f"memorystore bench operator — local control plane, {os.cpu_count()} CPUs; "
-        "clock: one apply of N stores → every status current and every child present"
+        "clock: one apply of N stores → every status current and every child present;\n"
+        "Ready lag: workloads ready → status Ready; writes: API write requests on the "
+        f"operator's resources per resync round (every store reconciled once; period "
+        f"{RESYNC_SECONDS:.0f} s), all stores Ready and unchanged, over {ROUNDS} periods "
+        "(writes from the API server's apiserver_request_total, rounds from the operator's "
+        "reconcile counter)"
     )
-    print("\n| stores | seconds | operator CPU s | operator peak RSS MiB |")
-    print("|---:|---:|---:|---:|")
+    print(
+        "\n| stores | seconds | operator CPU s | operator peak RSS MiB "
+        "| Ready lag median s | Ready lag max s | rounds | writes per round |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
             f"| {r['stores']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
-            f"{r['peak_rss_mib']:.0f} |"
+            f"{r['peak_rss_mib']:.0f} | {r['ready_lag_median_s']:.1f} | "
+            f"{r['ready_lag_max_s']:.1f} | {r['rounds']:.1f} | {r['writes_per_round']:.1f} |"
         )
     return 0

@@ -276,7 +276,7 @@ class LocalCluster:
         with self.client() as api:
             api.post("/api/v1/nodes", json=_fake_node()).raise_for_status()
             for i in range(VOLUMES):
-                api.post("/api/v1/persistentvolumes", json=_volume(i)).raise_for_status()
+                api.post("/api/v1/persistentvolumes", json=static_volume(i)).raise_for_status()
             self._wait("node", lambda: _node_ready(api), 60)
             # the ServiceAccount controller (kube-controller-manager) is working
             self._wait(
@@ -428,7 +428,7 @@ def _fake_node() -> dict[str, Any]:
     }
 
 
-def _volume(i: int) -> dict[str, Any]:
+def static_volume(i: int) -> dict[str, Any]:
     """A pre-provisioned volume on the simulated node: no storage provisioner runs here, so
     claims without a StorageClass bind to these (static provisioning), as on bare metal."""
     return {

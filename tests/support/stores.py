@@ -1,0 +1,15 @@
+"""MemoryStores in cluster tests: one way to create one."""
+
+from __future__ import annotations
+
+from memorystore_dev.devcluster.target import Kube
+
+
+def create_store(kube: Kube, namespace: str, name: str, spec: str = "{}") -> None:
+    """`kubectl apply` a MemoryStore with `spec` (YAML flow text, e.g. `{suspend: true}`)."""
+    kube.apply(
+        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+        f"metadata: {{name: {name}}}\nspec: {spec}\n",
+        "-n",
+        namespace,
+    )
