@@ -139,13 +139,16 @@ class Reconciler:
         if key in self._waiting:
             return  # one is already waiting, and it will read the live object
         self._waiting.add(key)
+        waiting = True
         try:
             async with self._locks.hold(key):
                 self._waiting.discard(key)
+                waiting = False  # a request from now on may wait behind this one
                 async with self._limit:
                     await self._reconcile_live(namespace, name)
         finally:
-            self._waiting.discard(key)
+            if waiting:  # cancelled while waiting: the mark is this call's
+                self._waiting.discard(key)
 
     async def _reconcile_live(self, namespace: str, name: str) -> None:
         client = self.client

@@ -36,21 +36,27 @@ def scheduling_group(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One order for the whole session: slow tests outside the groups first, so none of them
-    starts last and runs alone; real-node tests last, because their session fixture holds
-    the machine-wide host lock until the session ends and the other machine tests (e.g. the
-    enforcer's) take that lock too.
+    """One order for the whole session: the tests outside the groups first (slow ones before
+    fast, so none of them starts last and runs alone), then the cluster group, then the
+    machine group with its real-node tests last (their session fixture holds the
+    machine-wide host lock until the session ends, and the other machine tests, e.g. the
+    enforcer's, take that lock too). On a cold machine the groups' tools are still building
+    in the background (`make test`) while both workers run the tests that need none.
 
     A test that uses the real node outside the machine group would wait for the other
     worker's host lock for the whole run: it is refused instead."""
 
     def rank(item: pytest.Item) -> int:
+        group = scheduling_group(item.nodeid)
         if "real_node" in getattr(item, "fixturenames", ()):
-            if scheduling_group(item.nodeid) != "machine":
+            if group != "machine":
                 raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
+            return 4
+        if group == "machine":
+            return 3
+        if group == "cluster":
             return 2
-        grouped = scheduling_group(item.nodeid) != item.nodeid
-        return 1 if grouped or item.get_closest_marker("slow") is None else 0
+        return 1 if item.get_closest_marker("slow") is None else 0
 
     items.sort(key=rank)
 
@@ -65,6 +71,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         def _split_scope(self, nodeid: str) -> str:
             return scheduling_group(nodeid)
 
+    # Scopes in the order pytest_collection_modifyitems gives, not the largest first (the
+    # default would start the two groups before everything else).
+    config.option.loadscopereorder = False
     return ByResource(config, log)
 
 
@@ -78,7 +87,7 @@ def tools_needed(item: pytest.Item) -> list[str]:
         return CLUSTER_TOOLS + CLIENT_TOOLS + REAL_NODE_TOOLS
     if item.nodeid.startswith("tests/integration/test_netpol_enforcer.py"):
         return [*CLUSTER_TOOLS, ENFORCER]
-    if "kube" in fixtures or item.nodeid.startswith("tests/e2e/"):
+    if "kube" in fixtures:
         return CLIENT_TOOLS if os.environ.get("KUBECONFIG") else CLUSTER_TOOLS + CLIENT_TOOLS
     if "helm" in fixtures:
         return ["helm"]
