@@ -31,7 +31,8 @@ demo: install
 # pytest-xdist workers: the machine-level tests and the simulated-node cluster tests each stay
 # in one worker, the rest fill the gaps (tests/conftest.py). PYTEST_WORKERS=0: one process.
 # The pinned tools build in the background meanwhile (a cold build is many minutes of Go):
-# a test that needs one waits for its build (one lock per tool group), the others go on.
+# a test that needs one waits for its build (one lock per tool group), the others go on,
+# niced, so that on a cold machine the build, the longest path, is not slowed by them.
 PYTEST_WORKERS ?= auto
 TOOLS_LOG ?= .memorystore/tools-build.log
 test: install lint node-deps
@@ -39,7 +40,7 @@ test: install lint node-deps
 	@echo "== building (or finding cached) the pinned Kubernetes tools in the background: $(TOOLS_LOG)"
 	@$(BIN)/memorystore dev tools >$(TOOLS_LOG) 2>&1 & tools=$$!; \
 	trap 'kill $$tools 2>/dev/null' INT TERM; \
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses=4; status=$$?; \
+	nice -n 10 $(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses=4; status=$$?; \
 	if ! wait $$tools; then echo "the tool build failed ($(TOOLS_LOG)):"; tail -n 20 $(TOOLS_LOG); status=1; fi; \
 	tail -n 1 $(TOOLS_LOG); exit $$status
 

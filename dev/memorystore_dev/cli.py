@@ -58,8 +58,14 @@ def _bench_locomo(args: argparse.Namespace) -> int:
 
 def _dev_tools(args: argparse.Namespace) -> int:
     from memorystore_dev.devcluster import build
+    from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
 
-    code = build.main(["--tools", args.tools] if args.tools else [])
+    if args.tools:
+        code = build.main(["--tools", args.tools])
+    else:
+        # The control plane's first (the simulated-node cluster tests wait for those), then
+        # the real node's: `make test` runs this in the background while tests go on.
+        code = build.main(["--tools", ",".join(CLUSTER_TOOLS + CLIENT_TOOLS)]) or build.main([])
     if code == 0:
         build.kwok_stages()
     return code
