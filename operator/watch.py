@@ -74,7 +74,7 @@ class ChildEvents:
             return
         fp = ledger.fingerprint(meta)
         summary = status_summary(kind, obj.get("status"))
-        moved = self._status.get(key, summary) != summary or key not in self._status
+        moved = key not in self._status or self._status[key] != summary
         self._status[key] = summary
         foreign = not self.book.ours(key, fp)
         self.book.saw(key, fp)

@@ -21,6 +21,7 @@ from memorystore.operator.builders.configs import config_checksum
 from memorystore.operator.handlers import MemoryStoreResource
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
+from memorystore_dev.metrics_text import sample_sum
 from support.stores import create_store
 from support.waiting import wait_for
 
@@ -81,11 +82,7 @@ def children_versions(kube: Kube, namespace: str, name: str) -> dict[str, str]:
 
 def operator_writes(port: int) -> float:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("memorystore_operator_api_writes_total{")
-    )
+    return sample_sum(text, "memorystore_operator_api_writes_total")
 
 
 def test_100_rapid_spec_updates_racing_the_resync_converge_on_the_last(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import re
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from cryptography import x509
 from memorystore.operator import names, tls
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
+from memorystore_dev.metrics_text import sample_sum
 from support.stores import create_store
 from support.waiting import wait_for
 
@@ -43,10 +43,11 @@ def metrics_port(run_operator: Callable[..., subprocess.Popen[bytes]]) -> int:
 
 def reconciles(port: int) -> float:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    found = re.search(
-        r'^memorystore_operator_reconciles_total\{outcome="applied"\} (\S+)$', text, re.M
+    return sample_sum(
+        text,
+        "memorystore_operator_reconciles_total",
+        lambda labels: labels.get("outcome") == "applied",
     )
-    return float(found.group(1)) if found else 0.0
 
 
 def wait_for_reconciles(port: int, more: int) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -22,9 +21,11 @@ from pathlib import Path
 import httpx
 
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.operator.status import Workload, workload_state
 from memorystore_dev.devcluster.build import ensure_tools
 from memorystore_dev.devcluster.cluster import VOLUMES, LocalCluster, free_port, static_volume
 from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, Kube
+from memorystore_dev.metrics_text import sample_sum
 from memorystore_dev.operator_process import start_operator, stop_operator
 
 # kind -> how many per store (managed Qdrant, SQLite history: the default spec)
@@ -73,21 +74,19 @@ OPERATOR_RESOURCES = set(CHILDREN) | {
     "memorystores",
     "events",
 }
-_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def api_writes(metrics_text: str) -> int:
     """Write requests on the operator's resources so far, from the API server's /metrics."""
-    total = 0.0
-    for line in metrics_text.splitlines():
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        labels = dict(_LABEL.findall(match["labels"]))
-        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in OPERATOR_RESOURCES:
-            total += float(match["value"])
-    return int(total)
+    return int(
+        sample_sum(
+            metrics_text,
+            "apiserver_request_total",
+            lambda labels: (
+                labels.get("verb") in WRITE_VERBS and labels.get("resource") in OPERATOR_RESOURCES
+            ),
+        )
+    )
 
 
 def _writes(kube: Kube) -> int:
@@ -97,25 +96,17 @@ def _writes(kube: Kube) -> int:
 def _reconciles(metrics_port: int) -> float:
     """Reconciles the operator has run (its own counter, every outcome)."""
     text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
-    prefix = "memorystore_operator_reconciles_total{"
-    lines = [line for line in text.splitlines() if line.startswith(prefix)]
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+    return sample_sum(text, "memorystore_operator_reconciles_total")
 
 
 def _workloads_ready(objects: list[dict]) -> dict[str, bool]:
-    """Per store: are all of its Deployments and StatefulSets ready (as status judges them)?"""
+    """Per store: are all of its Deployments and StatefulSets ready (as its status judges)?"""
     ready: dict[str, bool] = {}
     for obj in objects:
         store = obj["metadata"].get("labels", {}).get("memorystore.dev/store")
         if obj["kind"] not in ("Deployment", "StatefulSet") or not store:
             continue
-        spec, st = obj.get("spec", {}), obj.get("status", {})
-        want = int(spec.get("replicas", 1))
-        ok = (
-            st.get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
-            and int(st.get("readyReplicas") or 0) >= want
-            and int(st.get("updatedReplicas") or 0) >= want
-        )
+        ok, _, _ = workload_state(Workload(obj["kind"], obj["metadata"]["name"], obj))
         ready[store] = ready.get(store, True) and ok
     return ready
 
