@@ -15,6 +15,7 @@ EPILOG = """\
 examples:
   memorystore serve --config examples/service.yaml     run the memory service
   memorystore demo                                      cross-session memory, offline
+  memorystore reindex --config examples/service.yaml   re-index after a settings change
   memorystore bench service --sizes 1000,10000          latency and throughput table
   memorystore bench agent                               middleware overhead per turn
   memorystore bench locomo --data locomo10.json         recall per retrieval configuration
@@ -32,18 +33,26 @@ TOOL_COMMANDS = {
 }
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _service_config(command: str, path: str) -> ServiceConfig | None:
+    """The service config file, or None after saying why it is invalid; mem0 is pointed
+    at a directory inside the data dir (it reads MEM0_DIR when it is imported)."""
     try:
-        cfg = load_model(ServiceConfig, args.config)
+        cfg = load_model(ServiceConfig, path)
     except ConfigError as exc:
-        print(f"memorystore serve: invalid config: {exc}", file=sys.stderr)
+        print(f"memorystore {command}: invalid config: {exc}", file=sys.stderr)
+        return None
+    os.environ["MEM0_DIR"] = str(Path(cfg.data_dir) / "mem0")
+    return cfg
+
+
+def _serve(args: argparse.Namespace) -> int:
+    cfg = _service_config("serve", args.config)
+    if cfg is None:
         return 2
     if args.host:
         cfg.listen.host = args.host
     if args.port is not None:
         cfg.listen.port = args.port
-    # mem0 reads MEM0_DIR at import: give each service its own, inside its data dir.
-    os.environ["MEM0_DIR"] = str(Path(cfg.data_dir) / "mem0")
     import uvicorn
 
     from memorystore.service.app import create_app
@@ -70,6 +79,15 @@ def _serve(args: argparse.Namespace) -> int:
         ssl_context_factory=(lambda *_: reloader.context) if reloader else None,
     )
     return 0
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    cfg = _service_config("reindex", args.config)
+    if cfg is None:
+        return 2
+    from memorystore.service.reindex import reindex_store
+
+    return reindex_store(cfg)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -135,6 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="override listen.port")
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.set_defaults(func=_serve)
+
+    reindex = sub.add_parser(
+        "reindex",
+        help="bring a stopped service's store up to its index settings",
+        description="Re-index, in place, every memory indexed with other settings than the "
+        "config's (retrieval.tokenizer, retrieval.context), with progress shown; resumable. "
+        "`serve` does the same in the background at start-up; run this with the service "
+        "stopped (the embedded engine allows one process).",
+    )
+    reindex.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
+    reindex.set_defaults(func=_reindex)
 
     demo = sub.add_parser(
         "demo",

@@ -57,6 +57,13 @@ class LLMProvider(StrEnum):
     OLLAMA = "ollama"
 
 
+class LexicalTokenizer(StrEnum):
+    """How keyword search splits text into terms (`service/lexical.py`)."""
+
+    MULTILINGUAL = "multilingual"
+    WORD = "word"
+
+
 class DeletionPolicy(StrEnum):
     RETAIN = "Retain"
     DELETE = "Delete"
@@ -72,10 +79,13 @@ class RecallSettings(Model):
 
     top_k: int = Field(8, ge=1, le=100, description="Memories considered per recall.")
     threshold: float = Field(
-        0.3,
+        0.05,
         ge=0.0,
         le=1.0,
-        description="Score floor: memories scoring below it are never injected.",
+        description="Score floor: memories scoring below it are never injected. It is the "
+        "dense similarity: with an offline embedder's language centring, unrelated memories "
+        "score about 0 and relevant ones 0.1-0.6 (0.05 lets almost every relevant one "
+        "through); a remote embedder without centring typically wants 0.3.",
     )
     token_budget: int = Field(
         512,
@@ -110,7 +120,17 @@ class RetrievalSettings(Model):
         "the embedded engine or the Qdrant server).",
     )
     lexical_weight: float = Field(
-        1.0, ge=0.0, le=10.0, description="Weight of the keyword score against the dense score."
+        1.25,
+        ge=0.0,
+        le=10.0,
+        description="Weight of the keyword score against the dense score, when the keyword "
+        "evidence is strong (the best keyword hit holds most of the query's distinctive terms).",
+    )
+    tokenizer: LexicalTokenizer = Field(
+        LexicalTokenizer.MULTILINGUAL,
+        description="Keyword tokenizer: `multilingual` segments Chinese into words "
+        "and splits mixed script (e.g. 用matplotlib画图); `word` is the English word tokenizer "
+        "(a run of CJK characters is one term). Changing it re-indexes the store at start-up.",
     )
     neighbour_weight: float = Field(
         0.3,
@@ -123,11 +143,19 @@ class RetrievalSettings(Model):
     context: bool = Field(
         True,
         description="Index each memory written as text with its speaker (message `name`) and "
-        "date (metadata `date`), and embed it together with the memory written just before "
-        "it in the same scope.",
+        "date (metadata `date`); embed each conversation turn (a message with a `name`, or "
+        "one of a request holding both a user and an assistant message) together with the "
+        "turn written just before it in the same scope. A fact written on its own is "
+        "embedded alone.",
     )
     candidates: int = Field(
         100, ge=10, le=1000, description="Candidates taken from each search before fusion."
+    )
+    language_centering: bool = Field(
+        True,
+        description="Offline embedders only: take each vector's language mean out (Chinese "
+        "or other, by script), so a question finds the memory that answers it across "
+        "languages. Changing it re-embeds the store at start-up.",
     )
 
 

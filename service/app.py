@@ -6,8 +6,10 @@ Handlers only parse, authorise and translate errors; the work is in `engine.Memo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -30,6 +32,7 @@ from memorystore.service.engine import (
 )
 from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
 from memorystore.service.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from memorystore.service.reindex import Progress, Reindexer, describe
 from memorystore.service.schemas import (
     AddRequest,
     ListRequest,
@@ -119,6 +122,29 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _progress_logger(every_s: float = 10.0) -> Callable[[Progress], None]:
+    """Log a re-index's progress at most every `every_s` seconds, and when it ends."""
+    last = [0.0]
+
+    def report(progress: Progress) -> None:
+        now = time.monotonic()
+        if progress.finished or now - last[0] >= every_s:
+            last[0] = now
+            log.info("%s", describe(progress))
+
+    return report
+
+
+async def _reindex(reindexer: Reindexer) -> None:
+    """The start-up re-index; a failure is logged, and the next start resumes it."""
+    try:
+        await reindexer.run(_progress_logger())
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("re-index stopped; the memories not yet re-indexed wait for the next start")
+
+
 def create_app(cfg: ServiceConfig) -> FastAPI:
     """Build the app; opens the store and loads the embedder now, so bad config fails here."""
     keyring = KeyRing(cfg.api_key, cfg.previous_api_key)  # re-reads rotated key files
@@ -127,10 +153,26 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     metrics = Metrics(engine.count)
     limits = cfg.limits
 
+    reindexer = Reindexer(engine)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         log.info("memory service for tenant %s ready", cfg.tenant)
+        task = None
+        stale = await asyncio.to_thread(reindexer.pending)
+        if stale:
+            log.info(
+                "%d memories were indexed with other settings: re-indexing them to %s in the "
+                "background (the store is searchable meanwhile)",
+                stale,
+                reindexer.version,
+            )
+            task = asyncio.create_task(_reindex(reindexer))
         yield
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         idem.close()
         engine.close()
 
@@ -345,7 +387,10 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         except Exception as exc:
             log.warning("not ready: %s", type(exc).__name__)
             return JSONResponse({"status": "unavailable", "reason": type(exc).__name__}, 503)
-        return JSONResponse({"status": "ok"})
+        body: dict[str, Any] = {"status": "ok"}
+        if reindexer.progress is not None:
+            body["reindex"] = reindexer.progress.as_dict()
+        return JSONResponse(body)
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint() -> Response:

@@ -33,9 +33,13 @@ from typing import Any
 import qdrant_edge as qe
 from mem0.vector_stores.base import VectorStoreBase
 
+from memorystore.service import lexical
+from memorystore.spec import LexicalTokenizer
+
 BM25_VECTOR = "bm25"
-# Fields mem0 scopes and deduplicates by; user_id is the tenant, so the engine can co-locate it.
-KEYWORD_INDEX_FIELDS = ("user_id", "agent_id", "run_id", "actor_id", "hash")
+# Fields mem0 scopes and deduplicates by, and the re-index's filter (service/reindex.py);
+# user_id is the tenant, so the engine can co-locate it.
+KEYWORD_INDEX_FIELDS = ("user_id", "agent_id", "run_id", "actor_id", "hash", "index_version")
 TENANT_FIELD = "user_id"
 # The ids that scope a memory. They are matched literally (no '*' wildcard, no operators),
 # only at the top level of a filter, and a filter naming an agent or run but no user matches
@@ -76,6 +80,7 @@ class EdgeVectorStore(VectorStoreBase):
         embedding_model_dims: int,
         path: str,
         keyword_search: bool = False,
+        tokenizer: str = LexicalTokenizer.MULTILINGUAL,
         **_ignored: object,
     ) -> None:
         """Open ``<path>/<collection_name>``, creating it if absent.
@@ -88,7 +93,8 @@ class EdgeVectorStore(VectorStoreBase):
         self.root = Path(path)
         self.path = self.root / collection_name
         self._keyword_search = keyword_search
-        self._bm25 = qe.Bm25()
+        self.tokenizer = LexicalTokenizer(tokenizer)
+        self._bm25 = lexical.encoder(self.tokenizer)
         self._lock = threading.Lock()
         self._shard: qe.EdgeShard | None = None
         self.create_col()
@@ -175,6 +181,22 @@ class EdgeVectorStore(VectorStoreBase):
                 qe.UpdateOperation.update_vectors([qe.PointVectors(vector_id, vector)])
             )
         self._write(*operations)
+
+    def reindex(
+        self, vector_id: str | int, payload: dict[str, Any], vector: list[float] | None = None
+    ) -> None:
+        """Rewrite one point: this payload, its BM25 terms encoded from it now, and `vector`
+        (the stored dense vector when None). A point deleted meanwhile stays deleted."""
+        with self._lock:
+            shard = self._open()
+            if vector is None:
+                records = shard.retrieve([vector_id], False, True)
+                if not records:
+                    return
+                stored = records[0].vector
+                vector = stored[""] if isinstance(stored, dict) else stored
+            point = self._point(vector_id, vector, payload)
+            shard.update(qe.UpdateOperation.upsert_points([point]))
 
     def delete(self, vector_id: str | int) -> None:
         """Delete one point; deleting an unknown id is a no-op."""
@@ -302,7 +324,7 @@ class EdgeVectorStore(VectorStoreBase):
 
     def _point(self, point_id: str | int, vector: list[float], payload: dict[str, Any]) -> qe.Point:
         named: dict[str, Any] = {"": vector}
-        text = payload.get("text_lemmatized") or payload.get("data", "")
+        text = lexical.keyword_text(payload)
         if text:
             named[BM25_VECTOR] = self._bm25.embed_document(text)
         return qe.Point(point_id, named, payload)

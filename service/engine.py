@@ -12,6 +12,7 @@ import unicodedata
 import uuid
 from collections import OrderedDict
 from collections.abc import Hashable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from memorystore.config import ServiceConfig
 from memorystore.keyed_locks import KeyedLocks
 from memorystore.service.edge_store import IDENTITY_KEYS, OWNER_KEY
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
+from memorystore.service.lexical import keyword_text
+from memorystore.service.lexical import terms as lexical_terms
 from memorystore.service.mem0_seam import (
     EDGE_PROVIDER,
     MEM0_PAYLOAD_KEYS,
@@ -41,7 +44,8 @@ from memorystore.service.mem0_seam import (
     opened_entity_store,
     vector_store_config,
 )
-from memorystore.service.retrieval import PREV_KEY, Hit, fuse, index_texts, line
+from memorystore.service.reindex import INDEX_KEY, index_version
+from memorystore.service.retrieval import PREV_KEY, Hit, fuse, index_texts, keyword_gates, line
 from memorystore.spec import EmbedderProvider, LLMProvider
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
@@ -63,7 +67,13 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
     if emb.provider in OFFLINE_EMBEDDERS:
         embedder = embedder_config(
             OFFLINE_EMBEDDER_PROVIDERS[emb.provider],
-            {"embedding_dims": dims, "model_kwargs": {"threads": emb.threads}},
+            {
+                "embedding_dims": dims,
+                "model_kwargs": {
+                    "threads": emb.threads,
+                    "language_centering": cfg.retrieval.language_centering,
+                },
+            },
         )
     else:
         key = emb.api_key.resolve("embedder.apiKey").get_secret_value() if emb.api_key else None
@@ -106,6 +116,7 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
                 embedding_model_dims=dims,
                 path=str(path),
                 keyword_search=cfg.retrieval.hybrid,
+                tokenizer=cfg.retrieval.tokenizer,
             ),
         )
     else:
@@ -120,6 +131,7 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
                 api_key=key.get_secret_value() if key else None,
                 shard_number=vs.server.shard_number,
                 replication_factor=vs.server.replication_factor,
+                tokenizer=cfg.retrieval.tokenizer,
             ),
         )
     history = cfg.path_in_data_dir(cfg.history.path, "history.db")
@@ -130,7 +142,7 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
 # what a request's metadata may not set: the scope, and every key the service or mem0 writes
 # or promotes into a memory's top level (so metadata cannot spoof them)
 RESERVED_METADATA_KEYS = frozenset(
-    {*MEM0_PAYLOAD_KEYS, PREV_KEY, *PROMOTED_KEYS, "expiration_date", "id"}
+    {*MEM0_PAYLOAD_KEYS, PREV_KEY, INDEX_KEY, *PROMOTED_KEYS, "expiration_date", "id"}
 )
 
 
@@ -270,6 +282,9 @@ class MemoryEngine:
         self._last: OrderedDict[EntityIds, tuple[str, str]] = OrderedDict()
         retrieval = cfg.retrieval
         self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
+        # centring is done by the offline embedders only: a remote one's vectors stay raw
+        centred = retrieval.language_centering and cfg.embedder.provider in OFFLINE_EMBEDDERS
+        self.index_version = index_version(retrieval, centred)
 
     @property
     def store(self) -> Any:
@@ -287,13 +302,27 @@ class MemoryEngine:
                 result = await self.memory.add(
                     messages, **scope.filters(), metadata=metadata, infer=True
                 )
+                # mem0 wrote these with the current settings: record it, or the next start
+                # would take them for memories from before versions and re-index them
+                for item in result["results"]:
+                    if item.get("event") in ("ADD", "UPDATE") and item.get("id"):
+                        stamp = {INDEX_KEY: self.index_version}
+                        await asyncio.to_thread(self.store.update, item["id"], None, stamp)
             return result["results"]
         return await self._add_raw(messages, scope, metadata)
 
     async def _add_raw(
         self, messages: list[dict[str, Any]], scope: EntityIds, metadata: dict[str, Any] | None
     ) -> list[dict[str, Any]]:
-        """Store each non-system message as one memory; an identical text in scope is kept once."""
+        """Store each non-system message as one memory; an identical text in scope is kept once.
+
+        Only conversation turns are chained for context: a message with a speaker (`name`),
+        or any message of a request that holds both sides of an exchange. A fact written on
+        its own (an agent's add_memory, a list of notes) stands alone: embedding it with an
+        unrelated fact written before it ranked that neighbour's topic onto it.
+        """
+        roles = {msg["role"] for msg in messages}
+        exchange = {"user", "assistant"} <= roles
         results: list[dict[str, Any]] = []
         for msg in messages:
             if msg["role"] == "system":
@@ -307,11 +336,12 @@ class MemoryEngine:
                     found = {"id": str(existing[0][0].id), "memory": msg["content"]}
                     results.append({**found, "event": "NONE"})
                     continue
-                results.append(await self._insert_raw(msg, scope, metadata or {}))
+                turn = exchange or bool(msg.get("name"))
+                results.append(await self._insert_raw(msg, scope, metadata or {}, turn))
         return results
 
     async def _insert_raw(
-        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any]
+        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any], turn: bool = True
     ) -> dict[str, Any]:
         """mem0's `infer=False` insert (`mem0_seam.create_memory`), with our index texts.
 
@@ -322,10 +352,12 @@ class MemoryEngine:
         content, name = msg["content"], msg.get("name")
         memory_id = str(uuid.uuid4())
         # claim the link before any await, so concurrent writes in a scope form one chain
-        previous = self._last.pop(scope, None)
-        self._last[scope] = (memory_id, line(content, name))
-        if len(self._last) > CHAIN_SCOPES:
-            self._last.popitem(last=False)
+        previous = None
+        if turn:
+            previous = self._last.pop(scope, None)
+            self._last[scope] = (memory_id, line(content, name))
+            if len(self._last) > CHAIN_SCOPES:
+                self._last.popitem(last=False)
         date = metadata.get("date")
         texts = index_texts(
             content,
@@ -336,6 +368,7 @@ class MemoryEngine:
         )
         vector = await asyncio.to_thread(self.memory.embedding_model.embed, texts.dense, "add")
         fields = {**metadata, **scope.filters(), "role": msg["role"]}
+        fields[INDEX_KEY] = self.index_version
         if name:
             fields["actor_id"] = name
         if previous:
@@ -365,7 +398,7 @@ class MemoryEngine:
             return result["results"]
         vector = await asyncio.to_thread(self.memory.embedding_model.embed, query, "search")
         hits = await asyncio.to_thread(self._fused, query, vector, filters, top_k, threshold)
-        return [memory_item(hit.id, hit.score, hit.payload, {PREV_KEY}) for hit in hits]
+        return [memory_item(hit.id, hit.score, hit.payload, {PREV_KEY, INDEX_KEY}) for hit in hits]
 
     def _fused(
         self,
@@ -383,6 +416,14 @@ class MemoryEngine:
             lexical = self.store.keyword_search(query=query, top_k=n, filters=filters) or []
         dense_ids = {str(hit.id) for hit in dense}
         keyword_only = [str(hit.id) for hit in lexical if str(hit.id) not in dense_ids]
+        gates: dict[str, float] = {}
+        if lexical:
+            candidates = {str(h.id): keyword_text(h.payload or {}) for h in (*dense, *lexical)}
+            gates = keyword_gates(
+                lexical_terms(query, settings.tokenizer),
+                {i: lexical_terms(text, settings.tokenizer) for i, text in candidates.items()},
+                [(str(h.id), h.payload or {}) for h in lexical],
+            )
         return fuse(
             [(str(h.id), h.score or 0.0, h.payload or {}) for h in dense],
             [(str(h.id), h.score or 0.0, h.payload or {}) for h in lexical],
@@ -390,6 +431,7 @@ class MemoryEngine:
             settings,
             threshold,
             top_k,
+            gates,
         )
 
     async def list(
@@ -431,6 +473,10 @@ class MemoryEngine:
         async with self._locks.hold(_owner_lock(record.payload or {})):
             await self.memory.update(memory_id, text=text, metadata=metadata)
         return await self.get(memory_id, scope)
+
+    def lock_for(self, payload: dict[str, Any]) -> AbstractAsyncContextManager[None]:
+        """The write lock of the scope a stored memory belongs to (re-indexing holds it)."""
+        return self._locks.hold(_owner_lock(payload))
 
     async def delete(self, memory_id: str, scope: EntityIds) -> None:
         record = await self._owned(memory_id, scope)

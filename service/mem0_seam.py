@@ -53,7 +53,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-import qdrant_edge as qe
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
 from mem0.embeddings.configs import EmbedderConfig
@@ -74,6 +73,7 @@ from qdrant_client.models import (
     SparseVector,
 )
 
+from memorystore.service import lexical
 from memorystore.service.edge_store import (
     IDENTITY_KEYS,
     OWNER_KEY,
@@ -83,6 +83,7 @@ from memorystore.service.edge_store import (
     refuse_nested_identity,
 )
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
+from memorystore.spec import LexicalTokenizer
 
 # mem0 warns on first use that spaCy is missing. Its lemmatiser and entity boosts need
 # spaCy models that are not on PyPI (downloaded at run time), so they stay off by design.
@@ -120,8 +121,8 @@ class OfflineBm25:
     mem0 reads `.indices.tolist()` / `.values.tolist()` off each result, as from fastembed.
     """
 
-    def __init__(self) -> None:
-        self.model = qe.Bm25()
+    def __init__(self, tokenizer: LexicalTokenizer) -> None:
+        self.model = lexical.encoder(tokenizer)
 
     def embed(self, texts: list[str]) -> Iterable[Any]:
         for text in texts:
@@ -163,8 +164,10 @@ class QdrantServerStore(Qdrant):
         *args: Any,
         shard_number: int | None = None,
         replication_factor: int | None = None,
+        tokenizer: str = LexicalTokenizer.MULTILINGUAL,
         **kwargs: Any,
     ) -> None:
+        self.tokenizer = LexicalTokenizer(tokenizer)
         # set before mem0's constructor, which creates the collection
         self.shard_number = shard_number
         self.replication_factor = replication_factor
@@ -215,7 +218,7 @@ class QdrantServerStore(Qdrant):
 
     def _get_bm25_encoder(self) -> Any:
         if self._bm25_encoder is None:
-            self._bm25_encoder = OfflineBm25()
+            self._bm25_encoder = OfflineBm25(self.tokenizer)
         return self._bm25_encoder
 
     def keyword_search(
@@ -246,6 +249,18 @@ class QdrantServerStore(Qdrant):
         )
         return {str(hit.id): hit.score for hit in hits.points}
 
+    def reindex(
+        self, vector_id: str | int, payload: dict[str, Any], vector: list[float] | None = None
+    ) -> None:
+        """EdgeVectorStore.reindex on a server: mem0's insert re-encodes the BM25 terms."""
+        if vector is None:
+            points = self.client.retrieve(self.collection_name, ids=[vector_id], with_vectors=True)
+            if not points:
+                return
+            stored = points[0].vector
+            vector = stored[""] if isinstance(stored, dict) else stored
+        self.insert(vectors=[vector], payloads=[payload], ids=[vector_id])
+
     def count(self, filters: dict[str, Any] | None = None) -> int:
         flt = self._create_filter(filters) if filters else None
         return self.client.count(self.collection_name, count_filter=flt, exact=True).count
@@ -259,6 +274,7 @@ class EdgeStoreConfig(BaseModel):
     embedding_model_dims: int
     path: str
     keyword_search: bool = False
+    tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
 
 
 class ServerStoreConfig(BaseModel):
@@ -268,6 +284,7 @@ class ServerStoreConfig(BaseModel):
     api_key: str | None = None
     shard_number: int | None = None
     replication_factor: int | None = None
+    tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
 
 
 def register_providers() -> None:

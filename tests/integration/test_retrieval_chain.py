@@ -1,5 +1,6 @@
-"""Each text memory links to the one written just before it in its scope (`prev_id`): the
-context it is embedded with and the neighbour search gives a share of its score to."""
+"""Each conversation turn links to the turn written just before it in its scope (`prev_id`):
+the context it is embedded with and the neighbour search gives a share of its score to. A
+fact written on its own (no speaker, not part of an exchange) stands alone."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 from memorystore.service import engine
 
 
-def add(http: httpx.Client, user: str, text: str) -> str:
-    body = {"messages": [{"role": "user", "content": text}], "user_id": user, "infer": False}
+def add(http: httpx.Client, user: str, text: str, speaker: str | None = "Ann") -> str:
+    message = {"role": "user", "content": text, **({"name": speaker} if speaker else {})}
+    body = {"messages": [message], "user_id": user, "infer": False}
     response = http.post("/v3/memories/add/", json=body)
     response.raise_for_status()
     return response.json()["results"][0]["id"]
@@ -35,3 +37,22 @@ def test_the_chain_cache_is_bounded(http, monkeypatch: pytest.MonkeyPatch):
     add(http, "alice", "I moved to Hangzhou.")
     add(http, "bob", "I like tea.")  # alice's scope falls out of the cache
     assert prev_of(http, add(http, "alice", "I work from home now.")) is None
+
+
+def test_facts_stand_alone_and_an_exchange_chains(http):
+    turn = add(http, "carol", "I moved to Hangzhou.")
+    fact = add(http, "carol", "The user likes oolong tea.", speaker=None)
+    assert prev_of(http, fact) is None, "a fact without a speaker is not a conversation turn"
+    assert prev_of(http, add(http, "carol", "And I cycle to work.")) == turn, "facts stay out"
+    body = {
+        "messages": [
+            {"role": "user", "content": "Draw me a chart."},
+            {"role": "assistant", "content": "Here is your chart."},
+        ],
+        "user_id": "dave",
+        "infer": False,
+    }
+    response = http.post("/v3/memories/add/", json=body)
+    response.raise_for_status()
+    asked, answered = (r["id"] for r in response.json()["results"])
+    assert prev_of(http, answered) == asked, "both sides of an exchange are turns"

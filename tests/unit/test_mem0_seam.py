@@ -373,3 +373,34 @@ def test_spacy_logger():
         "mem0's spaCy warnings come from another logger now: service/mem0_seam.SPACY_LOGGER "
         "silences the missing-spaCy warning"
     )
+
+
+def test_the_server_store_tokenises_chinese_and_reindexes_in_place(server_store: QdrantServerStore):
+    """Hybrid search on a Qdrant server: the same multilingual terms as the embedded engine,
+    and `reindex` re-encodes them from the payload while keeping the dense vector."""
+    memory_id = IDS[0]
+    payload = {"data": "我住在杭州", "user_id": "u"}
+    server_store.insert(vectors=[[1, 0, 0, 0]], ids=[memory_id], payloads=[payload])
+    found = server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"})
+    assert [str(p.id) for p in found] == [memory_id]
+
+    server_store.reindex(memory_id, {**payload, "text_lemmatized": "用matplotlib画图"})
+    assert server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"}) == []
+    found = server_store.keyword_search("matplotlib", top_k=5, filters={"user_id": "u"})
+    assert [str(p.id) for p in found] == [memory_id]
+    (point,) = server_store.client.retrieve("t", ids=[memory_id], with_vectors=True)
+    assert point.vector[""] == pytest.approx([1, 0, 0, 0])
+    server_store.reindex(IDS[1], payload)  # an id with no point: nothing is created
+    assert server_store.get(IDS[1]) is None
+
+
+def test_the_word_tokenizer_on_a_server_keeps_a_cjk_run_whole():
+    store = QdrantServerStore(
+        collection_name="w",
+        embedding_model_dims=4,
+        client=QdrantClient(":memory:"),
+        tokenizer="word",
+    )
+    store.insert(vectors=[[1, 0, 0, 0]], ids=[IDS[0]], payloads=[{"data": "我住在杭州"}])
+    assert store.keyword_search("杭州", top_k=5) == []
+    assert [str(p.id) for p in store.keyword_search("我住在杭州", top_k=5)] == [IDS[0]]

@@ -55,6 +55,8 @@ def test_the_product_wheel_holds_no_developer_tools(wheel_files):
     assert not tooling, tooling
     for module in ("memorystore/cli.py", "memorystore/scripted_model.py"):
         assert module in wheel_files, module
+    for data in ("service/calibration.json", "service/language_means.json"):
+        assert f"memorystore/{data}" in wheel_files, f"{data} is read at run time: ship it"
     # every product module ships (a subpackage missing from pyproject's list would not)
     shipped = {
         rel if rel.startswith("memorystore/") else f"memorystore/{rel}"

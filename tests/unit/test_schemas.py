@@ -155,7 +155,7 @@ def test_bad_scopes_are_refused_with_the_reason(body, filters, message):
 
 
 RESERVED = "user_id agent_id run_id actor_id role data hash created_at updated_at"
-RESERVED += " text_lemmatized prev_id attributed_to expiration_date id"
+RESERVED += " text_lemmatized prev_id index_version attributed_to expiration_date id"
 
 
 @pytest.mark.parametrize("key", RESERVED.split())

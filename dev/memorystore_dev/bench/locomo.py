@@ -40,10 +40,14 @@ CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4
 KS: tuple[int, ...] = (1, 5, 10, 25, 50)
 TOP_K = max(KS)
 CONFIGS: dict[str, RetrievalSettings] = {
+    "dense-raw": RetrievalSettings(
+        hybrid=False, neighbour_weight=0, context=False, language_centering=False
+    ),
     "dense": RetrievalSettings(hybrid=False, neighbour_weight=0, context=False),
     "context": RetrievalSettings(hybrid=False, neighbour_weight=0, context=True),
     "hybrid": RetrievalSettings(hybrid=True, neighbour_weight=0, context=False),
     "hybrid+context": RetrievalSettings(hybrid=True, neighbour_weight=0, context=True),
+    "default-raw": RetrievalSettings(language_centering=False),
     "default": RetrievalSettings(),
 }
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
