@@ -79,13 +79,15 @@ class RecallSettings(Model):
 
     top_k: int = Field(8, ge=1, le=100, description="Memories considered per recall.")
     threshold: float = Field(
-        0.05,
+        0.0,
         ge=0.0,
         le=1.0,
         description="Score floor: memories scoring below it are never injected. It is the "
         "dense similarity: with an offline embedder's language centring, unrelated memories "
-        "score about 0 and relevant ones 0.1-0.6 (0.05 lets almost every relevant one "
-        "through); a remote embedder without centring typically wants 0.3.",
+        "score about 0 and relevant ones mostly 0.1-0.6, but a small model puts some "
+        "relevant ones near 0.04, so the default keeps every memory that is not dissimilar "
+        "and lets topK and tokenBudget bound recall; a remote embedder without centring "
+        "typically wants 0.3.",
     )
     token_budget: int = Field(
         512,

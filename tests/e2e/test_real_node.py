@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import shutil
 import socket
@@ -278,8 +279,10 @@ def sink_route() -> Iterator[str]:
     name = "msprobe0"
     holder = subprocess.Popen(["unshare", "--net", "sleep", "600"])
     try:
-        ours = Path("/proc/self/ns/net").resolve()
-        wait_for(lambda: Path(f"/proc/{holder.pid}/ns/net").resolve() != ours, 10, 0.05)
+        # the namespace's identity is the link's text ("net:[inode]"); resolving the path
+        # names the process too, so it differed at once and the veth could land in ours
+        ours = os.readlink("/proc/self/ns/net")
+        wait_for(lambda: os.readlink(f"/proc/{holder.pid}/ns/net") != ours, 10, 0.05)
         host.run(["ip", "link", "add", name, "type", "veth", "peer", "name", "msprobe1"])
         # no IPv6 on the host side: the sink exists only for the IPv4 route
         host.write_sysctl(f"net.ipv6.conf.{name}.disable_ipv6", "1")

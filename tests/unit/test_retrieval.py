@@ -85,11 +85,12 @@ def test_a_hit_with_every_query_term_opens_it_fully():
 
 
 def test_the_gate_ramps_between_the_floor_and_full():
-    pool = {f"m{i}": frozenset({10 + i}) for i in range(20)} | {"x": frozenset({2})}
-    half = keyword_gate(frozenset({2, 3}), pool, ["x"], FACT_GATE)  # x holds half the weight
-    assert 0.0 < half < 1.0
+    pool = {f"m{i}": frozenset({10 + i}) for i in range(20)} | {"x": frozenset({2, 3, 4})}
+    query = frozenset({2, 3, 4, 5})  # x holds three of four terms: about 2/3 of the weight
+    partly = keyword_gate(query, pool, ["x"], FACT_GATE)
+    assert 0.0 < partly < 1.0
     # a conversation turn's keyword evidence counts earlier than a fact's
-    assert keyword_gate(frozenset({2, 3}), pool, ["x"], TURN_GATE) > half
+    assert keyword_gate(query, pool, ["x"], TURN_GATE) > partly
 
 
 def test_each_keyword_hit_gets_the_gate_of_its_kind():
