@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         "reindex",
         help="bring a stopped service's store up to its index settings",
         description="Re-index, in place, every memory indexed with other settings than the "
-        "config's (retrieval.tokenizer, retrieval.context), with progress shown; resumable. "
+        "config's (retrieval.tokenizer, .context, .languageCentering), with progress shown; "
+        "resumable. "
         "`serve` does the same in the background at start-up; run this with the service "
         "stopped (the embedded engine allows one process).",
     )
