@@ -11,8 +11,9 @@ The means come from `calibration.json`, a corpus written for this purpose (not t
 benchmark's data), and are checked in as `language_means.json` so start-up embeds nothing;
 `python -m memorystore.service.language_means --write` recomputes them after the corpus or a
 model changes, and a unit test fails when the file is stale. The language of a text is its
-script: any Han character makes it Chinese (mixed Chinese/English text included), anything
-else uses the English mean.
+script: any Han character makes it Chinese (mixed Chinese/English text included, and so is
+Japanese with kanji), anything else uses the English mean; more languages are a corpus
+addition and one regeneration.
 """
 
 from __future__ import annotations
