@@ -124,12 +124,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def _progress_logger(every_s: float = 10.0) -> Callable[[Progress], None]:
     """Log a re-index's progress at most every `every_s` seconds, and when it ends."""
-    last = [0.0]
+    last = 0.0
 
     def report(progress: Progress) -> None:
+        nonlocal last
         now = time.monotonic()
-        if progress.finished or now - last[0] >= every_s:
-            last[0] = now
+        if progress.finished or now - last >= every_s:
+            last = now
             log.info("%s", describe(progress))
 
     return report

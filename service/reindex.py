@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from memorystore.service.retrieval import PREV_KEY, index_texts, line
@@ -63,14 +64,8 @@ class Progress:
     started: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "pending": self.pending,
-            "done": self.done,
-            "re_embedded": self.re_embedded,
-            "failed": self.failed,
-            "finished": self.finished,
-        }
+        """What `/readyz` shows: the counts, not the clock."""
+        return {k: v for k, v in asdict(self).items() if k != "started"}
 
 
 class Reindexer:
@@ -178,8 +173,6 @@ def describe(progress: Progress) -> str:
 
 def reindex_store(cfg: Any) -> int:
     """`memorystore reindex`: the whole store, a progress line per page, counts checked."""
-    import sys
-
     from memorystore.service.engine import MemoryEngine
 
     engine = MemoryEngine(cfg)
