@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -18,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 
 from memorystore.spec import (
     OFFLINE_EMBEDDER_DIMS,
+    ConsolidationSettings,
     EmbedderProvider,
     EmbedderSettings,
     LLMSettings,
@@ -228,6 +230,7 @@ class ServiceConfig(Model):
     llm: ServiceLLM | None = Field(None, description="Extraction model; none: infer off.")
     recall: RecallSettings = Field(default_factory=RecallSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     limits: Limits = Field(default_factory=Limits)
     api_docs: bool = Field(
         False,
@@ -279,6 +282,11 @@ class ClientTLS(Model):
     )
 
 
+class CaptureMode(StrEnum):
+    SESSION = "session"
+    TURN = "turn"
+
+
 class ClientConfig(Model):
     """What an agent pod mounts to reach its tenant's memory service."""
 
@@ -306,6 +314,15 @@ class ClientConfig(Model):
         "user's words would be recalled to every other user).",
     )
     capture_infer: bool = Field(False, description="Run extraction on write-back.")
+    capture_mode: CaptureMode = Field(
+        CaptureMode.SESSION,
+        description="`session`: each completed exchange is journalled by the service and the "
+        "session's exchanges are consolidated into memory when it ends (the session is "
+        "deleted, idles for consolidation.sessionIdleMinutes, or the agent side ends it): "
+        "facts extracted with a model, the user's own statements de-duplicated without one; "
+        "assistant replies are not stored. `turn`: every completed exchange is stored as it "
+        "is, at once (raw capture).",
+    )
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     tls: ClientTLS = Field(default_factory=ClientTLS)
 

@@ -251,6 +251,21 @@ def observe(event: str, data: dict[str, Any]) -> None:
         print("  context → memory (the finished exchange, written back after the reply):")
         for item in data.get("results") or []:
             print(f"    [{item.get('event')}] {clip(str(item.get('memory', '')), 100)}")
+    elif event == "journal":
+        print("  exchange journalled: the session's end turns it into memory")
+    elif event == "session_end":
+        result = data.get("result") or {}
+        items = result.get("results") or []
+        done = f"  session {data.get('session_id')} ended: {result.get('exchanges', 0)} exchange(s)"
+        if not items:
+            print(
+                f"{done}, nothing new to remember (replies, requests and what the agent "
+                "already saved are not stored again)"
+            )
+        else:
+            print(f"{done} consolidated into memory:")
+        for item in items:
+            print(f"    [{item.get('event')}] {clip(str(item.get('memory', '')), 100)}")
 
 
 async def play_turn(agent: Agent, text: str) -> bool:
@@ -357,6 +372,9 @@ async def play(config_path: Path, script: Script) -> bool:
             await factory.drain()  # the write-back runs after the reply: wait, then go on
             if not completed:
                 return False
+            # the session is over (a chat UI's close, AgentScope's session delete, or the
+            # service's idle sweep): its exchanges are consolidated into memory
+            await factory.end_session(USER, AGENT_ID, session, wait=True)
     finally:
         await factory.aclose()
     return True

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from memorystore.dedup import same_fact
+
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\s{_CJK}\W]+|[^\s\w]", re.UNICODE)
 ELLIPSIS = "…"
@@ -39,6 +41,7 @@ class Packed:
     memories: list[dict[str, Any]] = field(default_factory=list)
     tokens: int = 0
     dropped: int = 0  # memories found that did not fit the budget
+    repeats: int = 0  # memories left out because they say what a packed one says
 
 
 def pack(
@@ -48,13 +51,19 @@ def pack(
 ) -> Packed:
     """Best-first, whole memories only, each clipped to max_memory_chars, under the budget.
 
-    The score floor is the search's job (it applies it to the dense similarity).
+    A memory that says what a better-ranked packed one says (`dedup.same_fact`) is left
+    out, so the budget buys distinct facts. The score floor is the search's job (it applies
+    it to the dense similarity).
     """
     ranked = sorted(memories, key=lambda m: m.get("score") or 0.0, reverse=True)
     packed = Packed(context="")
     lines: list[str] = []
     for mem in ranked:
-        line = "- " + clip(str(mem.get("memory", "")), max_memory_chars)
+        text = str(mem.get("memory", ""))
+        if any(same_fact(text, str(kept.get("memory", ""))) for kept in packed.memories):
+            packed.repeats += 1
+            continue
+        line = "- " + clip(text, max_memory_chars)
         cost = estimate_tokens(line)
         if packed.tokens + cost > token_budget:
             packed.dropped += 1

@@ -161,6 +161,38 @@ class RetrievalSettings(Model):
     )
 
 
+class ConsolidationSettings(Model):
+    """How the service keeps a scope's memory true: no repeats, no outdated facts.
+
+    Applies to facts (memories written on their own, an agent's add_memory, a session's
+    consolidated statements); conversation turns are records of what was said and are only
+    de-duplicated when identical.
+    """
+
+    deduplicate: bool = Field(
+        True,
+        description="A new fact that says what a kept one says (same text after "
+        "normalisation, one holding the other, or a near-identical wording; never when "
+        "numbers or negation differ) is not stored again: the response names the kept one "
+        "(event NONE). A new fact holding an old one and more replaces it.",
+    )
+    supersede: bool = Field(
+        True,
+        description="A new fact that makes an older one outdated retires it (hidden from "
+        "search and recall unless include_retired; history DELETE; the old one names its "
+        "successor). With an extraction model the model judges; without one, offline rules "
+        "cover where the user lives, works, their role, a named favourite, an explicit "
+        "switch and a cancelled plan.",
+    )
+    session_idle_minutes: float = Field(
+        30.0,
+        ge=0.1,
+        le=10080.0,
+        description="A session with unconsolidated exchanges and no new one for this long is "
+        "ended by the service: its exchanges are consolidated into memory.",
+    )
+
+
 class EmbedderSettings(Model):
     """The embedding model. Offline providers need nothing else; remote ones need a model."""
 
@@ -564,6 +596,10 @@ class MemoryStoreSpec(Model):
     scope: Scope = Field(Scope.USER, description="Whose memory an agent reads and writes.")
     mode: Mode = Field(Mode.BOTH, description="Who decides when memory is read and written.")
     recall: RecallSettings = Field(default_factory=RecallSettings, description="Recall budgets.")
+    consolidation: ConsolidationSettings = Field(
+        default_factory=ConsolidationSettings,
+        description="De-duplication, supersession and session-end consolidation.",
+    )
     retrieval: RetrievalSettings = Field(
         default_factory=RetrievalSettings, description="How memories are found (offline)."
     )

@@ -15,6 +15,7 @@ import ssl
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr
@@ -152,6 +153,9 @@ def tls_verify(cfg: ClientConfig) -> ssl.SSLContext | bool:
     raise ConfigError(f"tls.caFile: cannot use the CA file {cfg.tls.ca_file}: {reason}")
 
 
+END_WAIT_S = 300.0  # a waited-for session end: the service's own consolidation time limit
+
+
 class MemoryClient:
     def __init__(
         self,
@@ -206,15 +210,44 @@ class MemoryClient:
         idempotency_key: str | None = None,
     ) -> list[dict[str, Any]]:
         """Writes carry an idempotency key, so they are retried once on a lost response."""
-        body: dict[str, Any] = {"messages": messages, **ids, "infer": infer}
-        if not raw_fallback:
-            body["raw_fallback"] = False
-        if metadata:
-            body["metadata"] = metadata
+        body = _write_body(messages, ids, raw_fallback, metadata, infer=infer)
+        result = await self._write("add", "/v3/memories/add/", body, idempotency_key)
+        return result["results"]
+
+    async def journal(
+        self,
+        session_id: str,
+        messages: list[dict[str, str]],
+        ids: dict[str, str],
+        *,
+        saved: bool,
+        raw_fallback: bool = True,
+        metadata: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Journal one exchange of a session (session capture); retried once like `add`."""
+        body = _write_body(messages, ids, raw_fallback, metadata, saved=saved)
+        path = f"/v1/sessions/{quote(session_id, safe='')}/exchanges/"
+        return await self._write("journal", path, body, idempotency_key)
+
+    async def _write(
+        self, op: str, path: str, body: dict[str, Any], idempotency_key: str | None
+    ) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         attempts = 2 if idempotency_key else 1
-        result = await self._call("add", "POST", "/v3/memories/add/", body, headers, attempts)
-        return result["results"]
+        return await self._call(op, "POST", path, body, headers, attempts)
+
+    async def end_session(
+        self, session_id: str, ids: dict[str, str], *, wait: bool = False
+    ) -> dict[str, Any]:
+        """Ask the service to consolidate the session (idempotent, so retried once).
+
+        With `wait` the answer comes when the consolidation is done (an extraction model may
+        take a while): the call's time limit is then END_WAIT_S, not timeoutSeconds."""
+        path = f"/v1/sessions/{quote(session_id, safe='')}/end/"
+        timeout = max(self.timeout, END_WAIT_S) if wait else None
+        body = {**ids, "wait": wait}
+        return await self._call("end_session", "POST", path, body, None, 2, timeout)
 
     async def _call(
         self,
@@ -224,19 +257,22 @@ class MemoryClient:
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         attempts: int = 1,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         if not self.breaker.allow():
             metrics.CALLS.labels(op, "skipped").inc()
             raise ServiceUnavailable(op, "skipped: the circuit breaker is open")
         try:
             key = self.key.current()
-            response = await self._send(op, method, path, body, headers, attempts, key)
+            response = await self._send(op, method, path, body, headers, attempts, key, timeout)
             if response.status_code == 401:
                 # A rotation: the file may hold a newer key, or the service may not know
                 # the new one yet. A 401 means nothing was done, so retrying is safe.
                 for other in self.key.alternatives(key):
                     key = other
-                    response = await self._send(op, method, path, body, headers, attempts, key)
+                    response = await self._send(
+                        op, method, path, body, headers, attempts, key, timeout
+                    )
                     if response.status_code != 401:
                         break
             if response.status_code != 401:
@@ -270,17 +306,21 @@ class MemoryClient:
         headers: dict[str, str] | None,
         attempts: int,
         key: str,
+        timeout: float | None = None,
     ) -> httpx.Response:
         headers = {**(headers or {}), "Authorization": f"Token {key}"}
+        limit = timeout or self.timeout
         for attempt in range(1, attempts + 1):
             start = time.perf_counter()
             try:
-                async with asyncio.timeout(self.timeout):
-                    response = await self._http.request(method, path, json=body, headers=headers)
+                async with asyncio.timeout(limit):
+                    response = await self._http.request(
+                        method, path, json=body, headers=headers, timeout=limit
+                    )
             except TimeoutError:
                 metrics.CALLS.labels(op, "timeout").inc()
                 if attempt == attempts:
-                    raise MemoryServiceError(op, f"timed out after {self.timeout:g}s") from None
+                    raise MemoryServiceError(op, f"timed out after {limit:g}s") from None
                 continue
             except httpx.HTTPError as exc:
                 metrics.CALLS.labels(op, "error").inc()
@@ -336,6 +376,21 @@ class MemoryClient:
         for task in list(self._background):
             task.cancel()
         await self._http.aclose()
+
+
+def _write_body(
+    messages: list[dict[str, str]],
+    ids: dict[str, str],
+    raw_fallback: bool,
+    metadata: dict[str, Any] | None,
+    **flags: bool,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": messages, **ids, **flags}
+    if not raw_fallback:
+        body["raw_fallback"] = False
+    if metadata:
+        body["metadata"] = metadata
+    return body
 
 
 def _detail(response: httpx.Response) -> str:

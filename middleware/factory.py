@@ -158,6 +158,33 @@ class MemoryMiddlewareFactory:
             threshold=self.cfg.recall.threshold,
         )
 
+    async def end_session(
+        self, user_id: str, agent_id: str, session_id: str, *, wait: bool = False
+    ) -> dict[str, Any] | None:
+        """Tell the service the session ended: its journalled exchanges become memory.
+
+        Idempotent (a repeated end finds nothing left) and off the user's path: without
+        `wait` the service answers at once and consolidates in the background. Fails open
+        like every call (None, a warning and a metric) unless failOpen is off."""
+        if self.client is None or self.cfg is None:
+            return None
+        ids = scope_ids(self.cfg.scope, user_id, agent_id, self.cfg.tenant)
+        try:
+            result = await self.client.end_session(session_id, ids, wait=wait)
+        except MemoryServiceError as exc:
+            if not self.cfg.fail_open:
+                raise
+            metrics.FAIL_OPEN.labels("end_session").inc()
+            log.warning(
+                "session %s not consolidated now (the service's idle sweep will): %s",
+                session_id,
+                exc,
+            )
+            return None
+        if self.observer is not None:
+            self.observer("session_end", {"session_id": session_id, "result": result})
+        return result
+
     async def drain(self, timeout: float | None = None) -> None:
         """Wait for write-backs still in flight (tests, benchmarks, graceful shutdown)."""
         if self.client is not None:

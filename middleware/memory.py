@@ -36,7 +36,7 @@ from agentscope.middleware import MiddlewareBase
 from agentscope.tool import ToolBase
 from agentscope.types import ReplyFinishedReason
 
-from memorystore.config import ClientConfig
+from memorystore.config import CaptureMode, ClientConfig
 from memorystore.middleware import metrics
 from memorystore.middleware.client import MemoryClient, MemoryServiceError
 from memorystore.middleware.tools import AddMemoryTool, SearchMemoryTool
@@ -108,6 +108,7 @@ class MemoryMiddleware(MiddlewareBase):
         # the scope's entity ids: from the authenticated request, never from model output
         self.ids = scope_ids(cfg.scope, user_id, agent_id, cfg.tenant)
         self._live: tuple[Msg, str] | None = None  # the hint in the context, and its anchor
+        self.saved_this_turn = False  # add_memory stored something during this reply
         self._tools: list[ToolBase] = (
             [] if cfg.mode == Mode.STATIC_CONTROL else [SearchMemoryTool(self), AddMemoryTool(self)]
         )
@@ -255,12 +256,27 @@ class MemoryMiddleware(MiddlewareBase):
         # Project memory is shared by every user of the tenant: one user's raw words must
         # never be recalled to another, so only facts an extraction model keeps are stored.
         project = self.cfg.scope == Scope.PROJECT
+        metadata = {"source": "capture", "session": self.session_id}
+        if self.cfg.capture_mode == CaptureMode.SESSION:
+            # journalled: the session's end consolidates its exchanges into memory
+            await self.client.journal(
+                self.session_id,
+                messages,
+                self.ids,
+                saved=self.saved_this_turn,
+                raw_fallback=not project,
+                metadata=metadata,
+                idempotency_key=key,
+            )
+            if self.observer is not None:
+                self.observer("journal", {"messages": messages})
+            return
         results = await self.client.add(
             messages,
             self.ids,
             infer=self.cfg.capture_infer or project,
             raw_fallback=not project,
-            metadata={"source": "capture", "session": self.session_id},
+            metadata=metadata,
             idempotency_key=key,
         )
         if self.observer is not None:

@@ -35,6 +35,7 @@ TOGGLES: dict[str, tuple[str, ...]] = {
     "FAIL_OPEN": ("failOpen",),
     "CAPTURE": ("capture",),
     "CAPTURE_INFER": ("captureInfer",),
+    "CAPTURE_MODE": ("captureMode",),
     "VERIFY_TLS": ("tls", "verify"),
 }
 

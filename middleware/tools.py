@@ -166,12 +166,19 @@ class AddMemoryTool(_MemoryTool):
                 results = await mw.client.add(messages, mw.ids, infer=False, metadata=metadata)
         except MemoryServiceError as exc:
             return self._unavailable("add_memory", exc)
+        mw.saved_this_turn = True
         saved = [r for r in results if r.get("event") == "ADD"]
-        known = len(results) - len(saved)
+        known = sum(r.get("event") == "NONE" for r in results)
+        retired = [r for r in results if r.get("event") == "DELETE"]
         text = f"Saved {len(saved)} memor{'y' if len(saved) == 1 else 'ies'}"
         if known:
             text += f" ({known} already known)"
-        return _text(text + ": " + "; ".join(clip(str(r.get("memory", "")), 200) for r in results))
+        kept = [r for r in results if r.get("event") != "DELETE"]
+        text += ": " + "; ".join(clip(str(r.get("memory", "")), 200) for r in kept)
+        if retired:
+            outdated = "; ".join(clip(str(r.get("memory", "")), 200) for r in retired)
+            text += f". Retired as outdated: {outdated}"
+        return _text(text)
 
 
 def _cap_bytes(text: str, max_bytes: int) -> str:

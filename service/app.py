@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -22,6 +22,7 @@ from pydantic import AfterValidator, BaseModel
 from memorystore.config import ServiceConfig
 from memorystore.recall import pack
 from memorystore.service.auth import KeyRing
+from memorystore.service.consolidation import Consolidator
 from memorystore.service.engine import (
     ID_PATTERN,
     MAX_ID_CHARS,
@@ -35,6 +36,8 @@ from memorystore.service.observability import BodyLimitMiddleware, Metrics, Metr
 from memorystore.service.reindex import Progress, Reindexer, describe
 from memorystore.service.schemas import (
     AddRequest,
+    EndSessionRequest,
+    ExchangeRequest,
     ListRequest,
     RecallRequest,
     ScopeError,
@@ -43,9 +46,11 @@ from memorystore.service.schemas import (
     check_metadata,
     split_scope,
 )
+from memorystore.service.sessions import SessionJournal
 
 log = logging.getLogger("memorystore.service")
 ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
+JOURNAL_KEEP_S = 7 * 24 * 3600  # consolidated exchanges kept this long, then pruned
 
 
 def _literal_id(value: str | None) -> str | None:
@@ -81,6 +86,11 @@ def query_entity_ids(
 
 
 EntityIdsQuery = Annotated[EntityIds, Depends(query_entity_ids)]
+PathId = Annotated[
+    str,
+    Path(max_length=MAX_ID_CHARS, description=_ID_DOC, json_schema_extra={"pattern": ID_PATTERN}),
+    AfterValidator(_literal_id),
+]
 
 
 class Page(BaseModel):
@@ -136,6 +146,22 @@ def _progress_logger(every_s: float = 10.0) -> Callable[[Progress], None]:
     return report
 
 
+async def _sweep(consolidator: Consolidator, idle_s: float) -> None:
+    """End idle sessions, for as long as the service runs (every quarter of the idle time)."""
+    while True:
+        await asyncio.sleep(min(60.0, idle_s / 4))
+        try:
+            ended = await consolidator.sweep(idle_s)
+            await asyncio.to_thread(consolidator.journal.prune, JOURNAL_KEEP_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("idle-session sweep failed; the next one retries")
+            continue
+        if ended:
+            log.info("%d idle session(s) consolidated into memory", ended)
+
+
 async def _reindex(reindexer: Reindexer) -> None:
     """The start-up re-index; a failure is logged, and the next start resumes it."""
     try:
@@ -146,11 +172,24 @@ async def _reindex(reindexer: Reindexer) -> None:
         log.exception("re-index stopped; the memories not yet re-indexed wait for the next start")
 
 
+async def _end_logged(consolidator: Consolidator, scope: EntityIds, session: str) -> None:
+    """A session end answered with 202: failures are logged, the idle sweep retries."""
+    try:
+        await consolidator.end(scope, session)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.warning("session not consolidated yet (%s): the idle sweep retries", type(exc).__name__)
+
+
 def create_app(cfg: ServiceConfig) -> FastAPI:
     """Build the app; opens the store and loads the embedder now, so bad config fails here."""
     keyring = KeyRing(cfg.api_key, cfg.previous_api_key)  # re-reads rotated key files
     engine = MemoryEngine(cfg)
     idem = IdempotencyStore(cfg.path_in_data_dir(None, "idempotency.db"))
+    journal = SessionJournal(cfg.path_in_data_dir(None, "sessions.db"))
+    consolidator = Consolidator(engine, journal)
+    background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
     metrics = Metrics(engine.count)
     limits = cfg.limits
 
@@ -169,11 +208,15 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
                 reindexer.version,
             )
             task = asyncio.create_task(_reindex(reindexer))
+        idle_s = cfg.consolidation.session_idle_minutes * 60
+        sweeper = asyncio.create_task(_sweep(consolidator, idle_s))
         yield
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for running in (task, sweeper, *background):
+            if running is not None:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+        journal.close()
         idem.close()
         engine.close()
 
@@ -224,6 +267,33 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         except ScopeError as exc:
             raise HTTPException(400, str(exc)) from None
 
+    async def once(
+        key: str | None,
+        request: Request,
+        body: BaseModel,
+        run: Callable[[], Awaitable[tuple[int, Any]]],
+    ) -> Response:
+        """Run a write once per Idempotency-Key: a retry replays the first answer."""
+        if not key:
+            status, payload = await run()
+            return JSONResponse(payload, status)
+        fp = fingerprint("add", request.url.path, body.model_dump(mode="json"))
+        try:
+            status, payload, replayed = await idem.run(key, fp, run)
+        except KeyReused as exc:
+            raise HTTPException(422, str(exc)) from None
+        headers = {"Idempotent-Replayed": "true"} if replayed else {}
+        return JSONResponse(payload, status, headers=headers)
+
+    def writable(body: AddRequest | ExchangeRequest) -> EntityIds:
+        """The scope of a request that writes messages, once its limits and metadata pass."""
+        if len(body.messages) > limits.max_messages:
+            raise HTTPException(422, f"messages: at most {limits.max_messages} per request")
+        check_texts([m.content for m in body.messages], "messages.content")
+        scope, _ = scoped(body, None)
+        plain_metadata(body.metadata)
+        return scope
+
     @api.get("/v1/ping/")
     async def ping() -> dict[str, Any]:
         # mem0's client refuses to start without an org and a project: one tenant is both.
@@ -236,11 +306,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         request: Request,
         idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
     ) -> Response:
-        if len(body.messages) > limits.max_messages:
-            raise HTTPException(422, f"messages: at most {limits.max_messages} per request")
-        check_texts([m.content for m in body.messages], "messages.content")
-        scope, _ = scoped(body, None)
-        plain_metadata(body.metadata)
+        scope = writable(body)
 
         async def run() -> tuple[int, Any]:
             if body.infer and not body.raw_fallback and not engine.infer_available:
@@ -253,16 +319,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             )
             return 200, {"results": results}
 
-        if not idempotency_key:
-            status, payload = await run()
-            return JSONResponse(payload, status)
-        fp = fingerprint("add", request.url.path, body.model_dump(mode="json"))
-        try:
-            status, payload, replayed = await idem.run(idempotency_key, fp, run)
-        except KeyReused as exc:
-            raise HTTPException(422, str(exc)) from None
-        headers = {"Idempotent-Replayed": "true"} if replayed else {}
-        return JSONResponse(payload, status, headers=headers)
+        return await once(idempotency_key, request, body, run)
 
     @api.post("/v3/memories/search/")
     async def search(body: SearchRequest) -> dict[str, Any]:
@@ -270,7 +327,9 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         check_texts([body.query], "query")
         scope, rest = scoped(body, body.filters)
         threshold = body.threshold if body.threshold is not None else 0.0
-        results = await engine.search(body.query, scope, body.top_k, threshold, rest)
+        results = await engine.search(
+            body.query, scope, body.top_k, threshold, rest, body.include_retired
+        )
         return {"results": results}
 
     @api.post("/v1/recall/")
@@ -282,7 +341,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         check_texts([body.query], "query")
         scope, rest = scoped(body, body.filters)
         threshold = defaults.threshold if body.threshold is None else body.threshold
-        found = await engine.search(body.query, scope, top_k, threshold, rest)
+        found = await engine.search(body.query, scope, top_k, threshold, rest, body.include_retired)
         packed = pack(
             found,
             token_budget=defaults.token_budget if body.token_budget is None else body.token_budget,
@@ -293,6 +352,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             "memories": packed.memories,
             "tokens": packed.tokens,
             "dropped": packed.dropped,
+            "repeats": packed.repeats,
         }
 
     @api.post("/v3/memories/")
@@ -310,7 +370,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
                 f"({limits.max_list_window}); narrow the filters instead",
             )
         scope, _ = scoped(body, body.filters)
-        total, rows = await engine.list(scope, page, page_size)
+        total, rows = await engine.list(scope, page, page_size, body.include_retired)
         return Page.of(request, total, page, page_size, rows)
 
     @api.get("/v1/memories/{memory_id}/")
@@ -338,6 +398,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         if not scope:
             raise HTTPException(400, "a scope is required: give user_id, agent_id or run_id")
         deleted = await engine.delete_all(scope)
+        await asyncio.to_thread(journal.forget, scope)
         return {"message": "Memories deleted successfully!", "deleted": deleted}
 
     @api.get("/v1/memories/{memory_id}/history/")
@@ -358,22 +419,57 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     @api.delete("/v2/entities/{entity_type}/{name}/")
     async def delete_entity(
         entity_type: str,
-        name: Annotated[
-            str,
-            Path(
-                max_length=MAX_ID_CHARS,
-                description=_ID_DOC,
-                json_schema_extra={"pattern": ID_PATTERN},
-            ),
-            AfterValidator(_literal_id),
-        ],
+        name: PathId,
     ) -> dict[str, Any]:
         """Delete an entity's memories, with the scope rules: agent or run alone spans no user."""
         key = ENTITY_TYPES.get(entity_type)
         if key is None:
             raise HTTPException(400, f"entity type {entity_type!r} is not one of user, agent, run")
-        deleted = await engine.delete_all(EntityIds(**{key: name}))
+        scope = EntityIds(**{key: name})
+        deleted = await engine.delete_all(scope)
+        await asyncio.to_thread(journal.forget, scope)
         return {"message": "Entity deleted successfully.", "deleted": deleted}
+
+    @api.post("/v1/sessions/{session_id}/exchanges/")
+    async def journal_exchange(
+        session_id: PathId,
+        body: ExchangeRequest,
+        request: Request,
+        idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    ) -> Response:
+        """Journal one completed exchange; the session's end turns its exchanges into memory."""
+        scope = writable(body)
+
+        async def run() -> tuple[int, Any]:
+            seq = await asyncio.to_thread(
+                journal.append,
+                scope,
+                session_id,
+                [m.model_dump(exclude_none=True) for m in body.messages],
+                body.metadata or {},
+                saved=body.saved,
+                raw=body.raw_fallback,
+            )
+            return 200, {"session_id": session_id, "journalled": seq}
+
+        return await once(idempotency_key, request, body, run)
+
+    @api.post(
+        "/v1/sessions/{session_id}/end/",
+        responses={
+            200: {"description": "Consolidated (`wait`): what was written"},
+            202: {"description": "Accepted: consolidating in the background"},
+        },
+    )
+    async def end_session(session_id: PathId, body: EndSessionRequest) -> JSONResponse:
+        """Consolidate the session's journalled exchanges into memory (idempotent)."""
+        scope, _ = scoped(body, None)
+        if body.wait:
+            return JSONResponse(await consolidator.end(scope, session_id))
+        task = asyncio.create_task(_end_logged(consolidator, scope, session_id))
+        background.add(task)
+        task.add_done_callback(background.discard)
+        return JSONResponse({"session_id": session_id, "status": "consolidating"}, 202)
 
     app.include_router(api)
 

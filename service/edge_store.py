@@ -37,9 +37,18 @@ from memorystore.service import lexical
 from memorystore.spec import LexicalTokenizer
 
 BM25_VECTOR = "bm25"
-# Fields mem0 scopes and deduplicates by, and the re-index's filter (service/reindex.py);
-# user_id is the tenant, so the engine can co-locate it.
-KEYWORD_INDEX_FIELDS = ("user_id", "agent_id", "run_id", "actor_id", "hash", "index_version")
+# Fields mem0 scopes and deduplicates by, the re-index's filter (service/reindex.py) and
+# the retired memories' marker every search excludes (engine.active_only); user_id is the
+# tenant, so the engine can co-locate it.
+KEYWORD_INDEX_FIELDS = (
+    "user_id",
+    "agent_id",
+    "run_id",
+    "actor_id",
+    "hash",
+    "index_version",
+    "lifecycle",
+)
 TENANT_FIELD = "user_id"
 # The ids that scope a memory. They are matched literally (no '*' wildcard, no operators),
 # only at the top level of a filter, and a filter naming an agent or run but no user matches

@@ -8,19 +8,23 @@ mem0's public API and the seam's functions.
 from __future__ import annotations
 
 import asyncio
+import logging
 import unicodedata
 import uuid
 from collections import OrderedDict
 from collections.abc import Hashable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
 
 from memorystore.config import ServiceConfig
+from memorystore.dedup import Duplicate, find_duplicate, same_guards
 from memorystore.keyed_locks import KeyedLocks
+from memorystore.service import judge
 from memorystore.service.edge_store import IDENTITY_KEYS, OWNER_KEY
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.lexical import keyword_text
@@ -34,6 +38,7 @@ from memorystore.service.mem0_seam import (
     SERVER_PROVIDER,
     EdgeStoreConfig,
     ServerStoreConfig,
+    chat,
     create_memory,
     embedder_config,
     history_connection,
@@ -42,10 +47,20 @@ from memorystore.service.mem0_seam import (
     memory_hash,
     memory_item,
     opened_entity_store,
+    retire_memory,
     vector_store_config,
 )
 from memorystore.service.reindex import INDEX_KEY, index_version
-from memorystore.service.retrieval import PREV_KEY, Hit, fuse, index_texts, keyword_gates, line
+from memorystore.service.retrieval import (
+    PREV_KEY,
+    Hit,
+    IndexTexts,
+    fuse,
+    index_texts,
+    keyword_gates,
+    line,
+)
+from memorystore.service.supersede import restates, retired_by
 from memorystore.spec import EmbedderProvider, LLMProvider
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
@@ -58,6 +73,17 @@ ID_PATTERN = r"^(?:[^*\s\x00-\x1f\x7f-\x9f]|[^\s\x00-\x1f\x7f-\x9f]{2,})$"
 # characters no id may contain: invisible (control, format) or not storable (lone surrogates)
 _REFUSED_CATEGORIES = {"Cc": "a control", "Cf": "a format", "Cs": "a surrogate"}
 CHAIN_SCOPES = 10_000  # scopes whose last memory is remembered for context and prev_id
+# A retired memory (outdated, or merged into a fuller one) stays stored with these fields;
+# search, recall and listings leave it out unless asked (`include_retired`).
+LIFECYCLE_KEY = "lifecycle"  # "retired" (a keyword: the engine filters on it); absent: active
+RETIRED = "retired"
+RETIRED_AT_KEY = "retired_at"
+SUCCESSOR_KEY = "superseded_by"
+REASON_KEY = "retired_because"
+RETIRED_KEYS = (LIFECYCLE_KEY, RETIRED_AT_KEY, SUCCESSOR_KEY, REASON_KEY)
+NEIGHBOURS = 16  # nearest memories a new fact is compared with (duplicates, outdated ones)
+
+log = logging.getLogger("memorystore.service")
 
 
 def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
@@ -142,7 +168,15 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
 # what a request's metadata may not set: the scope, and every key the service or mem0 writes
 # or promotes into a memory's top level (so metadata cannot spoof them)
 RESERVED_METADATA_KEYS = frozenset(
-    {*MEM0_PAYLOAD_KEYS, PREV_KEY, INDEX_KEY, *PROMOTED_KEYS, "expiration_date", "id"}
+    {
+        *MEM0_PAYLOAD_KEYS,
+        PREV_KEY,
+        INDEX_KEY,
+        *RETIRED_KEYS,
+        *PROMOTED_KEYS,
+        "expiration_date",
+        "id",
+    }
 )
 
 
@@ -251,6 +285,22 @@ class EntityIds:
         return OWNER_KEY in ids or payload.get(OWNER_KEY) in (None, [])
 
 
+def active_only(filters: dict[str, Any], include_retired: bool = False) -> dict[str, Any]:
+    """`filters` narrowed to memories that are not retired (unless include_retired).
+
+    The condition joins the request's own NOT list in whichever spelling it used (the
+    stores read one of `NOT` / `$not`)."""
+    if include_retired:
+        return filters
+    key = "$not" if "$not" in filters and "NOT" not in filters else "NOT"
+    return {**filters, key: [*filters.get(key, []), {LIFECYCLE_KEY: RETIRED}]}
+
+
+def _repeat(kept_id: str, text: str, rule: str) -> dict[str, Any]:
+    """The answer for a new fact that was not stored: it repeats the kept memory."""
+    return {"id": kept_id, "memory": text, "event": "NONE", "duplicate_of": kept_id, "rule": rule}
+
+
 def _owner_lock(payload: dict[str, Any]) -> Hashable:
     """The lock key of the scope a stored memory belongs to (what `add` holds for that scope).
 
@@ -308,7 +358,7 @@ class MemoryEngine:
                     if item.get("event") in ("ADD", "UPDATE") and item.get("id"):
                         stamp = {INDEX_KEY: self.index_version}
                         await asyncio.to_thread(self.store.update, item["id"], None, stamp)
-            return result["results"]
+                return await self._settle_extracted(result["results"], scope)
         return await self._add_raw(messages, scope, metadata)
 
     async def _add_raw(
@@ -319,13 +369,20 @@ class MemoryEngine:
         Only conversation turns are chained for context: a message with a speaker (`name`),
         or any message of a request that holds both sides of an exchange. A fact written on
         its own (an agent's add_memory, a list of notes) stands alone: embedding it with an
-        unrelated fact written before it ranked that neighbour's topic onto it.
+        unrelated fact written before it ranked that neighbour's topic onto it. Facts are
+        also kept true (`_add_fact`); turns are records of what was said, kept as said.
         """
         roles = {msg["role"] for msg in messages}
         exchange = {"user", "assistant"} <= roles
+        settings = self.cfg.consolidation
         results: list[dict[str, Any]] = []
         for msg in messages:
             if msg["role"] == "system":
+                continue
+            turn = exchange or bool(msg.get("name"))
+            if not turn and (settings.deduplicate or settings.supersede):
+                async with self._locks.hold(scope):  # the comparison and the write are one step
+                    results.extend(await self._add_fact(msg, scope, metadata or {}))
                 continue
             digest = memory_hash(msg["content"])
             async with self._locks.hold((scope, digest)):
@@ -336,18 +393,166 @@ class MemoryEngine:
                     found = {"id": str(existing[0][0].id), "memory": msg["content"]}
                     results.append({**found, "event": "NONE"})
                     continue
-                turn = exchange or bool(msg.get("name"))
                 results.append(await self._insert_raw(msg, scope, metadata or {}, turn))
         return results
 
+    async def _add_fact(
+        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Write one fact unless it repeats a kept one; retire what it makes outdated.
+
+        The new memory is written before any old one is retired, so a failure in between
+        leaves both (never neither). The caller holds the scope's lock."""
+        content = msg["content"]
+        settings = self.cfg.consolidation
+        date = metadata.get("date")
+        texts = index_texts(
+            content, msg.get("name"), str(date) if date else None, None, self.cfg.retrieval
+        )
+        vector = await asyncio.to_thread(self.memory.embedding_model.embed, texts.dense, "add")
+        near = await self._neighbours(scope, vector)
+        duplicate = find_duplicate(content, near.items()) if settings.deduplicate else None
+        if duplicate is None and settings.deduplicate:
+            comparable = [(i, t) for i, t in near.items() if same_guards(content, t)]
+            same = restates(content, comparable)
+            duplicate = Duplicate(same, "restated", "old") if same is not None else None
+        if duplicate is not None and duplicate.keep == "old":
+            return [_repeat(duplicate.id, near[duplicate.id], duplicate.rule)]
+        added = await self._insert_raw(msg, scope, metadata, False, (texts, vector))
+        outdated: dict[str, str] = {}
+        if duplicate is not None:  # the new text holds the old one and more
+            outdated[duplicate.id] = f"merged into a fuller version ({duplicate.rule})"
+        if settings.supersede:
+            for old_id, reason in retired_by(content, near.items()):
+                outdated.setdefault(old_id, reason)
+        retired = [
+            await self._retire(old_id, near[old_id], added["id"], reason)
+            for old_id, reason in outdated.items()
+        ]
+        return [added, *retired]
+
+    async def _settle_extracted(
+        self, items: list[dict[str, Any]], scope: EntityIds
+    ) -> list[dict[str, Any]]:
+        """After mem0's add-only extraction: drop repeats, then let the model retire.
+
+        mem0 writes its facts before the service sees them, so a fact that repeats a kept one
+        is deleted again (its history shows ADD, DELETE) and reported as NONE naming the kept
+        one. The model then judges, in one call for all new facts, which nearest memories they
+        make outdated and which new facts only repeat one in other words (those are deleted
+        again too); an answer that cannot be read falls back to the offline rules."""
+        settings = self.cfg.consolidation
+        added = [i for i in items if i.get("event") == "ADD" and i.get("id")]
+        if not added or not (settings.deduplicate or settings.supersede):
+            return items
+        fresh = {str(i["id"]) for i in added}
+        near: dict[str, str] = {}
+        kept: list[tuple[str, str]] = []
+        results = [i for i in items if i not in added]
+        outdated: dict[str, tuple[str, str]] = {}
+        for item in added:
+            new_id, text = str(item["id"]), str(item.get("memory") or "")
+            vector = await asyncio.to_thread(self.memory.embedding_model.embed, text, "add")
+            mine = await self._neighbours(scope, vector, exclude=fresh)
+            near.update(mine)
+            duplicate = find_duplicate(text, mine.items()) if settings.deduplicate else None
+            if duplicate is not None and duplicate.keep == "old":
+                await self.memory.delete(new_id)
+                results.append(_repeat(duplicate.id, mine[duplicate.id], duplicate.rule))
+                continue
+            results.append(item)
+            kept.append((new_id, text))
+            if duplicate is not None:
+                reason = f"merged into a fuller version ({duplicate.rule})"
+                outdated.setdefault(duplicate.id, (new_id, reason))
+        dropped: set[str] = set()
+        if settings.supersede and kept and near:
+            existing = [(i, t) for i, t in near.items() if i not in outdated]
+            for verdict in await self._judge(kept, existing):
+                if verdict.kind == "same":  # the model found a repeat the text rules missed
+                    dropped.add(verdict.new_id)
+                    await self.memory.delete(verdict.new_id)
+                    results = [r for r in results if r.get("id") != verdict.new_id]
+                    results.append(_repeat(verdict.old_id, near[verdict.old_id], "model"))
+                else:
+                    outdated.setdefault(verdict.old_id, (verdict.new_id, verdict.reason))
+        for old_id, (new_id, reason) in outdated.items():
+            if new_id in dropped:  # never retire a memory for a successor that is gone
+                continue
+            results.append(await self._retire(old_id, near[old_id], new_id, reason))
+        return results
+
+    async def _judge(
+        self, new: list[tuple[str, str]], existing: list[tuple[str, str]]
+    ) -> list[judge.Verdict]:
+        try:
+            return await asyncio.to_thread(
+                judge.judge, lambda messages: chat(self.memory, messages), new, existing
+            )
+        except Exception as exc:  # a model that fails or rambles must not fail the write
+            log.warning(
+                "the model's judgement of outdated memories failed (%s): offline rules decide",
+                type(exc).__name__,
+            )
+        return [
+            judge.Verdict(old_id, new_id, reason)
+            for new_id, text in new
+            for old_id, reason in retired_by(text, existing)
+        ]
+
+    async def _neighbours(
+        self,
+        scope: EntityIds,
+        vector: list[float],
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, str]:
+        """The scope's nearest memories that are not retired: id → text."""
+        hits = await asyncio.to_thread(
+            self.store.search,
+            query="",
+            vectors=vector,
+            top_k=NEIGHBOURS,
+            filters=active_only(scope.filters()),
+        )
+        return {
+            str(h.id): str((h.payload or {}).get("data") or "")
+            for h in hits
+            if str(h.id) not in exclude
+        }
+
+    async def _retire(
+        self, memory_id: str, text: str, successor: str, reason: str
+    ) -> dict[str, Any]:
+        now = datetime.now(UTC).isoformat()
+        fields = {
+            LIFECYCLE_KEY: RETIRED,
+            RETIRED_AT_KEY: now,
+            SUCCESSOR_KEY: successor,
+            REASON_KEY: reason,
+        }
+        await retire_memory(self.memory, memory_id, text, fields, now)
+        return {
+            "id": memory_id,
+            "memory": text,
+            "event": "DELETE",
+            "superseded_by": successor,
+            "reason": reason,
+        }
+
     async def _insert_raw(
-        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any], turn: bool = True
+        self,
+        msg: dict[str, Any],
+        scope: EntityIds,
+        metadata: dict[str, Any],
+        turn: bool = True,
+        prepared: tuple[IndexTexts, list[float]] | None = None,
     ) -> dict[str, Any]:
         """mem0's `infer=False` insert (`mem0_seam.create_memory`), with our index texts.
 
         The memory keeps mem0's payload (data, hash, timestamps, role, actor_id) and history
         row; what differs is what is embedded and keyword-indexed (`service/retrieval.py`) and
-        the link to the memory written just before it in the scope (`prev_id`).
+        the link to the memory written just before it in the scope (`prev_id`). A fact
+        (`turn` false) comes `prepared`: its texts and vector, computed by the caller.
         """
         content, name = msg["content"], msg.get("name")
         memory_id = str(uuid.uuid4())
@@ -358,15 +563,18 @@ class MemoryEngine:
             self._last[scope] = (memory_id, line(content, name))
             if len(self._last) > CHAIN_SCOPES:
                 self._last.popitem(last=False)
-        date = metadata.get("date")
-        texts = index_texts(
-            content,
-            name,
-            str(date) if date else None,
-            previous[1] if previous else None,
-            self.cfg.retrieval,
-        )
-        vector = await asyncio.to_thread(self.memory.embedding_model.embed, texts.dense, "add")
+        if prepared is None:
+            date = metadata.get("date")
+            texts = index_texts(
+                content,
+                name,
+                str(date) if date else None,
+                previous[1] if previous else None,
+                self.cfg.retrieval,
+            )
+            vector = await asyncio.to_thread(self.memory.embedding_model.embed, texts.dense, "add")
+        else:
+            texts, vector = prepared
         fields = {**metadata, **scope.filters(), "role": msg["role"]}
         fields[INDEX_KEY] = self.index_version
         if name:
@@ -389,8 +597,9 @@ class MemoryEngine:
         top_k: int,
         threshold: float,
         extra_filters: dict[str, Any] | None = None,
+        include_retired: bool = False,
     ) -> list[dict[str, Any]]:
-        filters = {**(extra_filters or {}), **scope.filters()}
+        filters = active_only({**(extra_filters or {}), **scope.filters()}, include_retired)
         if not self._fused_search:
             result = await self.memory.search(
                 query, top_k=top_k, filters=filters, threshold=threshold
@@ -435,11 +644,12 @@ class MemoryEngine:
         )
 
     async def list(
-        self, scope: EntityIds, page: int, page_size: int
+        self, scope: EntityIds, page: int, page_size: int, include_retired: bool = False
     ) -> tuple[int, list[dict[str, Any]]]:
         end = page * page_size
-        rows = await self.memory.get_all(filters=scope.filters(), top_k=end)
-        total = await asyncio.to_thread(self.store.count, scope.filters())
+        filters = active_only(scope.filters(), include_retired)
+        rows = await self.memory.get_all(filters=filters, top_k=end)
+        total = await asyncio.to_thread(self.store.count, filters)
         return total, rows["results"][end - page_size : end]
 
     async def _owned(self, memory_id: str, scope: EntityIds) -> Any:

@@ -36,6 +36,10 @@ Relied on by `edge_store.EdgeVectorStore` (which implements the public `VectorSt
 - mem0 puts the text to keyword-index in the payload key `text_lemmatized` (also read by
   QdrantServerStore via mem0's insert, and written by create_memory).
 - mem0's `delete_all` reads `list()` as qdrant-client's `(points, next_offset)`.
+- `SQLiteManager.add_history(..., is_deleted=)` and `AsyncMemory.db`: retire_memory records a
+  retirement as the DELETE row mem0's own delete writes (history shows it like a delete).
+- `AsyncMemory.llm.generate_response(messages, response_format=)`: chat asks the configured
+  extraction model to judge outdated memories (service/judge.py) through mem0's provider.
 - mem0 opens its entity store through the same factory, on a copy of the store config whose
   `collection_name` it rewrites (EdgeStoreConfig and ServerStoreConfig keep that field).
 """
@@ -388,6 +392,30 @@ async def create_memory(
         actor_id=metadata.get("actor_id"),
         role=metadata.get("role"),
     )
+
+
+async def retire_memory(
+    memory: AsyncMemory, memory_id: str, text: str, fields: dict[str, Any], when: str
+) -> None:
+    """Mark a memory retired (payload patch: it stays, hidden by the service's filters) and
+    record it in mem0's history as a DELETE, the event its search and listing now match."""
+    await asyncio.to_thread(memory.vector_store.update, memory_id, None, fields)
+    await asyncio.to_thread(
+        memory.db.add_history,
+        memory_id,
+        text,
+        None,
+        "DELETE",
+        created_at=when,
+        updated_at=when,
+        is_deleted=1,
+    )
+
+
+def chat(memory: AsyncMemory, messages: list[dict[str, str]]) -> str:
+    """One JSON-mode call to the extraction model mem0 was configured with (its `llm`)."""
+    reply = memory.llm.generate_response(messages=messages, response_format={"type": "json_object"})
+    return reply if isinstance(reply, str) else str(reply or "")
 
 
 def memory_item(

@@ -138,10 +138,20 @@ class SearchRequest(_Scoped):
     filters: Filters = None
     top_k: int = Field(10, ge=1)
     threshold: float | None = Field(None, ge=0.0, le=1.0)
+    include_retired: bool = Field(
+        False,
+        description="Also return retired memories (outdated, or merged into a fuller one); "
+        "they carry retired_at, superseded_by and retired_because in metadata.",
+    )
 
 
 class ListRequest(_Scoped):
     filters: Filters = None
+    include_retired: bool = Field(
+        False,
+        description="Also return retired memories (outdated, or merged into a fuller one); "
+        "they carry retired_at, superseded_by and retired_because in metadata.",
+    )
 
 
 class UpdateRequest(_Body):
@@ -156,6 +166,36 @@ class RecallRequest(_Scoped):
     threshold: float | None = Field(None, ge=0.0, le=1.0)
     token_budget: int | None = Field(None, ge=0)
     max_memory_chars: int | None = Field(None, ge=16)
+    include_retired: bool = Field(
+        False,
+        description="Also return retired memories (outdated, or merged into a fuller one); "
+        "they carry retired_at, superseded_by and retired_because in metadata.",
+    )
+
+
+class ExchangeRequest(_Scoped):
+    """One completed exchange of a session, journalled until the session is consolidated."""
+
+    messages: list[Message] = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+    saved: bool = Field(
+        False,
+        description="The agent saved memories itself during this exchange (add_memory): "
+        "without an extraction model its statements are not stored again.",
+    )
+    raw_fallback: bool = Field(
+        True,
+        description="Without an extraction model, store the user's statements (true) or "
+        "nothing (false; project scope).",
+    )
+
+
+class EndSessionRequest(_Scoped):
+    wait: bool = Field(
+        False,
+        description="Answer when the session is consolidated, with what was written (200); "
+        "false: answer at once (202) and consolidate in the background.",
+    )
 
 
 class ScopeError(ValueError):

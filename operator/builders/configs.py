@@ -72,6 +72,7 @@ def service_config_data(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
         # No `recall`: agents send their budgets (client.yaml) with every recall, so a change
         # of spec.recall reaches them without restarting the service.
         "retrieval": spec.retrieval,
+        "consolidation": spec.consolidation,
     }
     if spec.llm is not None:
         llm = spec.llm.model_dump(

@@ -511,6 +511,9 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         for fact in FACTS:
             assert fact in saved["result"]
         assert s1["answer"].startswith("Got it: dark mode by default, matplotlib")
+        # session capture: the exchange was journalled and consolidated at the session's end,
+        # storing nothing more (the agent saved the facts itself; replies are never stored)
+        assert s1["session_end"] == {"exchanges": 1, "events": []}, s1["session_end"]
     with steps.step("c. agent pod 2 recalls (session 2, a new pod)"):
         s2 = session(kube, shown, built.service, "agent-s2", "s2", "s2")
         assert_talked_to_the_store_over_verified_https(s2, store)

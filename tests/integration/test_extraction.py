@@ -6,9 +6,10 @@ from pathlib import Path
 
 import httpx
 
-from memorystore.config import SecretSource, ServiceEmbedder, ServiceLLM
+from memorystore.config import SecretSource, ServiceEmbedder
+from memorystore.service.judge import JUDGE_HEADER
 from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
-from support.scripted_models import build_app
+from support.scripted_models import KEY_ENV, build_app, scripted_llm
 
 
 def add(svc: ServiceThread, text: str, **extra) -> dict:
@@ -24,43 +25,39 @@ def add(svc: ServiceThread, text: str, **extra) -> dict:
 
 def test_extraction_on_stores_extracted_facts_once(tmp_path: Path, monkeypatch):
     calls: list[dict] = []
-    monkeypatch.setenv("SCRIPTED_KEY", "sk-scripted")
-    with UvicornThread(build_app(calls)) as chat:
-        llm = ServiceLLM(
-            provider="openai",
-            model="scripted-1",
-            base_url=f"{chat.url}/v1",
-            api_key=SecretSource(env="SCRIPTED_KEY"),
-        )
-        with ServiceThread(embedded_config(tmp_path, llm=llm)) as svc:
-            first = add(svc, "I live in Hangzhou and I like dark mode charts")
-            assert sorted(r["memory"] for r in first["results"]) == [
-                "Is based in China",
-                "Lives in Hangzhou",
-                "Prefers dark mode for charts",
-            ]
-            # the same facts again: mem0's hash dedup (race-free here: writes per scope are serial)
-            assert add(svc, "I live in Hangzhou")["results"] == []
-            # nothing extractable: nothing stored
-            assert add(svc, "what's the weather?")["results"] == []
-            # raw_fallback false changes nothing when a model is there: its facts are kept
-            kept = add(svc, "I moved to a flat near West Lake", raw_fallback=False)["results"]
-            assert [(r["memory"], r["event"]) for r in kept] == [("Lives near West Lake", "ADD")]
-            # infer=false bypasses the model
-            raw = add(svc, "store me verbatim", infer=False)["results"]
-            assert [r["memory"] for r in raw] == ["store me verbatim"]
-            # extracted or raw, each memory records the index settings it was written with,
-            # so a restart finds nothing to re-index
-            listed = httpx.post(
-                f"{svc.url}/v3/memories/",
-                json={"filters": {"user_id": "xu"}},
-                headers={"Authorization": f"Token {svc.api_key}"},
-                timeout=60,
-            ).json()["results"]
-            versions = {m["memory"]: (m.get("metadata") or {}).get("index_version") for m in listed}
-            assert len(versions) == 5
-            assert set(versions.values()) == {"multilingual/context/centred"}, versions
-    assert len(calls) == 4
+    monkeypatch.setenv(KEY_ENV, "sk-scripted")
+    with scripted_llm(calls) as llm, ServiceThread(embedded_config(tmp_path, llm=llm)) as svc:
+        first = add(svc, "I live in Hangzhou and I like dark mode charts")
+        assert sorted(r["memory"] for r in first["results"]) == [
+            "Is based in China",
+            "Lives in Hangzhou",
+            "Prefers dark mode for charts",
+        ]
+        # the same facts again: mem0's hash dedup (race-free here: writes per scope are serial)
+        assert add(svc, "I live in Hangzhou")["results"] == []
+        # nothing extractable: nothing stored
+        assert add(svc, "what's the weather?")["results"] == []
+        # raw_fallback false changes nothing when a model is there: its facts are kept
+        kept = add(svc, "I moved to a flat near West Lake", raw_fallback=False)["results"]
+        assert [(r["memory"], r["event"]) for r in kept] == [("Lives near West Lake", "ADD")]
+        # infer=false bypasses the model
+        raw = add(svc, "store me verbatim", infer=False)["results"]
+        assert [r["memory"] for r in raw] == ["store me verbatim"]
+        # extracted or raw, each memory records the index settings it was written with,
+        # so a restart finds nothing to re-index
+        listed = httpx.post(
+            f"{svc.url}/v3/memories/",
+            json={"filters": {"user_id": "xu"}},
+            headers={"Authorization": f"Token {svc.api_key}"},
+            timeout=60,
+        ).json()["results"]
+        versions = {m["memory"]: (m.get("metadata") or {}).get("index_version") for m in listed}
+        assert len(versions) == 5
+        assert set(versions.values()) == {"multilingual/context/centred"}, versions
+    # four extractions, and one judgement of what the West Lake fact makes outdated (the
+    # others found no new fact, or nothing stored before them to compare with)
+    assert len(calls) == 5
+    assert JUDGE_HEADER in calls[4]["body"]["messages"][0]["content"]
     assert calls[0]["body"]["model"] == "scripted-1"
     assert calls[0]["auth"] == "Bearer sk-scripted"
 

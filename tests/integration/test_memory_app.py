@@ -9,12 +9,14 @@ original question, and an unreachable memory service does not fail the chat.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 
-from memorystore.middleware import MemoryMiddlewareFactory
+from memorystore.middleware import MemoryMiddlewareFactory, SessionEndMiddleware
 from support.agent_memory import HINT_HEADER, client_config, hints, key_file, stored
 from support.agentscope_app import running_app
 from support.scripted_agent_model import ToolCall
@@ -133,6 +135,46 @@ async def test_an_unreachable_memory_service_does_not_fail_the_chat(tmp_path: Pa
             assert turn.end is not None and turn.end.finished_reason == "completed"
             (call,) = turn.model.calls
             assert "search_memory" not in call.tool_names, "memory is off for this run"
+    finally:
+        await factory.aclose()
+
+
+async def test_a_deleted_session_is_consolidated_into_memory(service, http, tmp_path: Path):
+    """Session capture through the real app: a session's exchanges become memory when
+    AgentScope deletes the session (SessionEndMiddleware, the adapter for its route): the
+    user's statement once, no assistant reply, no request."""
+    factory = factory_for(service, tmp_path, mode="static_control", captureMode="session")
+
+    def configure(app: FastAPI) -> None:
+        app.add_middleware(SessionEndMiddleware, factory=factory)
+
+    try:
+        async with running_app(
+            _app_dir(tmp_path), extra_agent_middlewares=factory, configure=configure
+        ) as app:
+            first = await app.create_session("alice")
+            await app.chat(first, PREFERENCE, script=["Noted: dark mode, Hangzhou."])
+            await app.chat(first, REQUEST, script=["Here is your chart."])
+            await factory.drain()
+            assert stored(http, user_id="alice") == [], "journalled, not memory, until the end"
+
+            await app.request(
+                "alice",
+                "DELETE",
+                f"/sessions/{first.session_id}",
+                params={"agent_id": first.agent_id},
+            )
+            expected = ["I live in Hangzhou.", "Please make my charts in dark mode by default."]
+            deadline = asyncio.get_running_loop().time() + 30
+            while stored(http, user_id="alice") != expected:
+                assert asyncio.get_running_loop().time() < deadline, stored(http, user_id="alice")
+                await asyncio.sleep(0.2)
+
+            second = await app.create_session("alice", agent_id=first.agent_id)
+            turn = await app.chat(second, REQUEST, script=["Here is your dark-mode chart."])
+            (hint,) = hints(turn.model.calls[0])
+            assert "dark mode" in hint and "Hangzhou" in hint
+            assert "Noted" not in hint and "chart of monthly sales" not in hint
     finally:
         await factory.aclose()
 

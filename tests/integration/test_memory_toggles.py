@@ -78,8 +78,10 @@ async def make_factory(service, tmp_path: Path):
 
 
 def config_yaml(endpoint: str, key: Path, **fields: Any) -> str:
-    """The client config as the operator mounts it (camelCase YAML)."""
-    data = {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key)}, **fields}
+    """The client config as the operator mounts it (camelCase YAML); per-turn capture unless
+    `captureMode` is given (these tests check what one turn writes)."""
+    data = {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key)}}
+    data = {**data, "captureMode": "turn", **fields}
     return yaml.safe_dump(data)
 
 
@@ -383,6 +385,26 @@ async def test_capture_infer_sets_the_write_backs_infer_flag(make_factory, http,
     assert [m["content"] for m in write.body["messages"]] == [PREFERENCE, ACK]
 
 
+async def test_capture_mode_session_journals_the_exchange_and_ends_the_session(make_factory, http):
+    """The file says turn; MEMORYSTORE_CAPTURE_MODE=session wins: the exchange is journalled
+    (no add), nothing is memory until the session ends, then the user's statement is."""
+    sent = RecordingTransport()
+    factory = make_factory({"mode": "static_control"}, transport=sent, CAPTURE_MODE="session")
+    await chat(factory, PREFERENCE, [ACK])
+    assert sent.to(ADD) == []
+    (journalled,) = [r for r in sent.sent if r.path.startswith("/v1/sessions/")]
+    assert journalled.path == "/v1/sessions/s1/exchanges/"
+    assert [m["content"] for m in journalled.body["messages"]] == [PREFERENCE, ACK]
+    assert journalled.body["user_id"] == "alice" and journalled.body["saved"] is False
+    assert stored(http, user_id="alice") == []
+
+    result = await factory.end_session("alice", "assistant", "s1", wait=True)
+    assert result is not None and result["exchanges"] == 1
+    assert ACK not in stored(http, user_id="alice")
+    assert stored(http, user_id="alice")  # the user's own statements
+    assert (await factory.end_session("alice", "assistant", "s1", wait=True))["exchanges"] == 0
+
+
 # --- invalid values -----------------------------------------------------------------------
 
 
@@ -401,6 +423,7 @@ async def test_capture_infer_sets_the_write_backs_infer_flag(make_factory, http,
         ("WRITE_PERMISSION", "maybe"),
         ("CAPTURE", "sometimes"),
         ("CAPTURE_INFER", "2"),
+        ("CAPTURE_MODE", "sometimes"),
     ],
 )
 def test_an_invalid_toggle_fails_start_up_naming_the_variable(tmp_path, toggle, value):

@@ -25,10 +25,12 @@ HINT_HEADER = "## Memories about the user from earlier conversations"
 
 
 def client_config(endpoint: str, key_file: Path, **fields: Any) -> ClientConfig:
-    """A client config as the operator renders it (camelCase), pointing at `endpoint`."""
-    return ClientConfig.model_validate(
-        {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key_file)}, **fields}
-    )
+    """A client config as the operator renders it (camelCase), pointing at `endpoint`.
+
+    Capture is per turn unless `captureMode` is given: most agent-side tests check what one
+    turn writes; the session-capture tests ask for `captureMode="session"`."""
+    base = {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key_file)}}
+    return ClientConfig.model_validate({**base, "captureMode": "turn", **fields})
 
 
 @asynccontextmanager

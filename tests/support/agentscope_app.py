@@ -327,13 +327,15 @@ async def running_app(
     tmp_path: Path,
     *,
     extra_agent_middlewares: MiddlewareFactory | None = None,
+    configure: Callable[[FastAPI], None] | None = None,
     **create_app_kwargs: Any,
 ) -> AsyncIterator[AgentScopeApp]:
     """Start create_app (lifespan included) with its data under `tmp_path`; stop it on exit.
 
     A second `running_app` on the same `tmp_path` after the first has stopped is the same
     deployment restarted: same SQLite file, same workspaces, and its sessions still resolve
-    to the (new) harness's scripted model.
+    to the (new) harness's scripted model. `configure(app)` runs before the app starts (e.g.
+    to add an ASGI middleware, as a deployment would).
     """
     harness_id = str(tmp_path.resolve())
     if harness_id in AgentScopeApp.running:
@@ -351,6 +353,8 @@ async def running_app(
         extra_agent_middlewares=extra_agent_middlewares,
         **create_app_kwargs,
     )
+    if configure is not None:
+        configure(app)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),

@@ -13,18 +13,70 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 
+from memorystore.config import SecretSource, ServiceLLM
 from memorystore.service.embedders import USEEmbedding
+from memorystore.service.judge import JUDGE_HEADER
+from memorystore.service.runner import UvicornThread
 
 # keyword in the new messages → facts the "model" extracts
 SCRIPT: dict[str, list[str]] = {
     "dark mode": ["Prefers dark mode for charts"],
     "hangzhou": ["Lives in Hangzhou", "Is based in China"],
     "west lake": ["Lives near West Lake"],
+    "shanghai": ["Lives in Shanghai"],
+    "light mode": ["Prefers light mode for charts"],
 }
+# the judge of outdated memories (service/judge.py): a new fact holding the key makes an
+# existing memory holding one of the values outdated — what a competent model would answer
+OUTDATES: dict[str, tuple[str, ...]] = {
+    "shanghai": ("hangzhou", "west lake"),
+    "light mode": ("dark mode",),
+}
+
+
+def judge_answer(listing: str) -> dict[str, Any]:
+    """The stand-in's verdicts for one judge prompt (numbered NEW facts / EXISTING memories)."""
+    new_part, _, old_part = listing.partition("EXISTING memories:")
+    new = [line.split(". ", 1)[1].lower() for line in new_part.splitlines() if ". " in line]
+    old = [line.split(". ", 1)[1].lower() for line in old_part.splitlines() if ". " in line]
+    outdated = []
+    for by, fact in enumerate(new, 1):
+        for key, stale in OUTDATES.items():
+            if key not in fact:
+                continue
+            for number, memory in enumerate(old, 1):
+                if any(s in memory for s in stale) and key not in memory:
+                    outdated.append({"existing": number, "by": by, "reason": f"now {key}"})
+    # a new fact that says what an existing memory says, word for word but for case
+    same = [
+        {"new": by, "existing": number}
+        for by, fact in enumerate(new, 1)
+        for number, memory in enumerate(old, 1)
+        if fact.rstrip(".") == memory.rstrip(".")
+    ]
+    return {"outdated": outdated, "same": same}
+
+
+KEY_ENV = "SCRIPTED_KEY"  # the variable the service reads the stand-in's key from
+
+
+@contextmanager
+def scripted_llm(calls: list[dict[str, Any]]) -> Iterator[ServiceLLM]:
+    """The stand-in serving on loopback, and the service's `llm` config pointing at it (its
+    key from KEY_ENV, which the caller sets)."""
+    with UvicornThread(build_app(calls)) as chat:
+        yield ServiceLLM(
+            provider="openai",
+            model="scripted-1",
+            base_url=f"{chat.url}/v1",
+            api_key=SecretSource(env=KEY_ENV),
+        )
 
 
 def build_app(calls: list[dict[str, Any]]) -> FastAPI:
@@ -40,25 +92,14 @@ def build_app(calls: list[dict[str, Any]]) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def complete(request: Request) -> dict[str, Any]:
         body = await record(request)
+        if JUDGE_HEADER in str(body["messages"][0].get("content")):
+            return _completion(body, json.dumps(judge_answer(body["messages"][-1]["content"])))
         conversation = body["messages"][-1]["content"].lower()
         # only the new messages count, not mem0's instructions with their examples
         new = conversation.split("## new messages", 1)[-1].split("## observation date", 1)[0]
         facts = [fact for key, found in SCRIPT.items() if key in new for fact in found]
         content = json.dumps({"memory": [{"id": str(i), "text": f} for i, f in enumerate(facts)]})
-        return {
-            "id": "scripted",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return _completion(body, content)
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request) -> dict[str, Any]:
@@ -75,3 +116,21 @@ def build_app(calls: list[dict[str, Any]]) -> FastAPI:
         }
 
     return app
+
+
+def _completion(body: dict[str, Any], content: str) -> dict[str, Any]:
+    """An OpenAI chat completion carrying `content`."""
+    return {
+        "id": "scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }

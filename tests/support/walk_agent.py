@@ -182,7 +182,13 @@ async def session(user: str, session_id: str, which: str) -> dict[str, Any]:
                 answer = event.text if event.text is not None else texts.get(event.block_id, "")
             elif isinstance(event, ReplyEndEvent):
                 finished = event.finished_reason
-        await factory.drain()  # the write-back runs after the reply
+        await factory.drain()  # the write-back (session capture: the journal) runs after
+        # the session ends here, as a chat UI's close would end it: its exchange is consolidated
+        ended = await factory.end_session(user, "assistant", session_id, wait=True)
+        result["session_end"] = {
+            "exchanges": (ended or {}).get("exchanges"),
+            "events": [r.get("event") for r in (ended or {}).get("results") or []],
+        }
         result["completed"] = finished == ReplyFinishedReason.COMPLETED
         result["tool_calls"] = [
             {"name": names[i], "arguments": arguments.get(i, ""), "result": outputs.get(i, "")}

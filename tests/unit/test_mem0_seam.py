@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,13 @@ from memorystore.service.mem0_seam import (
     NoLLM,
     OfflineBm25,
     QdrantServerStore,
+    chat,
     create_memory,
     history_connection,
     memory_item,
     opened_entity_store,
     register_providers,
+    retire_memory,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
@@ -341,6 +344,47 @@ async def test_create_memory_mirrors_mem0(memory: AsyncMemory):
         "service/mem0_seam.create_memory must write the same (mem0's, then ours):\n"
         f"{same}\n{rows}"
     )
+
+
+async def test_retire_memory_writes_the_history_row_of_mem0s_delete(memory: AsyncMemory):
+    text = "I live in Hangzhou"
+    theirs, ours = (str(uuid.uuid4()) for _ in range(2))
+    for memory_id in (theirs, ours):
+        await create_memory(memory, memory_id, vector(memory), text, text, {"user_id": "u"})
+    await memory.delete(theirs)
+    when = datetime.now(UTC).isoformat()
+    await retire_memory(memory, ours, text, {"lifecycle": "retired"}, when)
+    skip = {"id", "memory_id", "created_at", "updated_at", "actor_id", "role"}
+    rows = [
+        {k: v for k, v in row.items() if k not in skip}
+        for i in (theirs, ours)
+        for row in memory.db.get_history(i)
+        if row["event"] != "ADD"
+    ]
+    assert rows[0] == rows[1], (
+        "mem0's delete writes another history row now (SQLiteManager.add_history, "
+        "is_deleted): service/mem0_seam.retire_memory records a retirement like it:\n"
+        f"{rows}"
+    )
+    assert memory.vector_store.get(ours).payload["lifecycle"] == "retired", (
+        "a payload-only update no longer merges into the payload: retire_memory patches it"
+    )
+
+
+def test_chat_goes_through_the_configured_llm(memory: AsyncMemory, monkeypatch):
+    sent: list[Any] = []
+
+    def generate_response(messages: list[dict], response_format: Any = None) -> str:
+        sent.append((messages, response_format))
+        return '{"outdated": []}'
+
+    assert hasattr(memory.llm, "generate_response"), (
+        "AsyncMemory.llm has no generate_response: service/mem0_seam.chat asks the extraction "
+        "model through it"
+    )
+    monkeypatch.setattr(memory.llm, "generate_response", generate_response)
+    assert chat(memory, [{"role": "user", "content": "x"}]) == '{"outdated": []}'
+    assert sent == [([{"role": "user", "content": "x"}], {"type": "json_object"})]
 
 
 async def test_memory_item_mirrors_mem0_results(memory: AsyncMemory):

@@ -174,6 +174,9 @@ async def _run(service: ServiceThread, key_file: Path, turns: int, warmup: int) 
                 "apiKey": {"file": str(key_file)},
                 "scope": "user",
                 "mode": "static_control",
+                # the per-turn write path, whose every write-back the bench counts as stored
+                # (session capture only journals a turn: cheaper, and stored at the end)
+                "captureMode": "turn",
             }
         )
         factory = MemoryMiddlewareFactory(cfg)

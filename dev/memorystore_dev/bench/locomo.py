@@ -31,7 +31,8 @@ import httpx
 
 from memorystore.config import ServiceEmbedder
 from memorystore.service.runner import ServiceThread, embedded_config
-from memorystore.spec import OFFLINE_EMBEDDER_DIMS, RetrievalSettings
+from memorystore.spec import RetrievalSettings
+from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
 
 DATA_URL = "https://github.com/snap-research/LoCoMo (file data/locomo10.json)"
@@ -422,17 +423,7 @@ def run_locomo_bench(
 ) -> int:
     """Print the tables (or JSON). 0 on success; 1 when a turn was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
-    unknown = [n for n in names if n not in CONFIGS]
-    problems = []
-    if unknown:
-        problems.append(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
-    if embedder not in OFFLINE_EMBEDDER_DIMS:
-        problems.append(
-            f"embedder {embedder!r}: the bench runs offline, choose one of "
-            f"{', '.join(OFFLINE_EMBEDDER_DIMS)}"
-        )
-    if conversations is not None and conversations < 1:
-        problems.append("--conversations must be at least 1")
+    problems = bad_arguments(names, CONFIGS, embedder, {"conversations": conversations})
     if not problems:
         try:
             convs = load_locomo(Path(data), conversations)

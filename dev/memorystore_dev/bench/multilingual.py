@@ -28,7 +28,8 @@ import httpx
 
 from memorystore.config import ServiceEmbedder
 from memorystore.service.runner import ServiceThread, embedded_config
-from memorystore.spec import OFFLINE_EMBEDDER_DIMS, LexicalTokenizer, RetrievalSettings
+from memorystore.spec import LexicalTokenizer, RetrievalSettings
+from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
 
 DATA = Path(__file__).with_name("multilingual_data.json")
@@ -289,17 +290,7 @@ def run_multilingual_bench(
 ) -> int:
     """Print the tables (or JSON). 0 on success; 1 when a memory was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
-    problems = []
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown:
-        problems.append(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
-    if embedder not in OFFLINE_EMBEDDER_DIMS:
-        problems.append(
-            f"embedder {embedder!r}: the bench runs offline, choose one of "
-            f"{', '.join(OFFLINE_EMBEDDER_DIMS)}"
-        )
-    if users is not None and users < 1:
-        problems.append("--users must be at least 1")
+    problems = bad_arguments(names, CONFIGS, embedder, {"users": users})
     dataset = None
     if not problems:
         try:

@@ -1,0 +1,28 @@
+"""What every recall benchmark checks in its arguments before it starts a service."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from memorystore.spec import OFFLINE_EMBEDDER_DIMS
+
+
+def problems(
+    names: Iterable[str], configs: Iterable[str], embedder: str, counts: dict[str, int | None]
+) -> list[str]:
+    """One line per bad argument: unknown configurations, a remote embedder (the benches run
+    offline), a count option (`--users`, `--conversations`) under 1."""
+    known = list(configs)
+    found = []
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        found.append(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    if embedder not in OFFLINE_EMBEDDER_DIMS:
+        found.append(
+            f"embedder {embedder!r}: the bench runs offline, choose one of "
+            f"{', '.join(OFFLINE_EMBEDDER_DIMS)}"
+        )
+    for option, value in counts.items():
+        if value is not None and value < 1:
+            found.append(f"--{option} must be at least 1")
+    return found
