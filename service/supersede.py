@@ -20,7 +20,9 @@ is retired only when every fact it states is superseded and it says nothing else
 Hangzhou. I love hiking." stays; a question in it loses nothing). "We"/"我们" counts as the
 user for where they live and what they plan only. Texts over `MAX_CHARS` are left alone.
 Analyses are cached per text, so the older memories, analysed when they were written, cost
-microseconds on each later write.
+microseconds on each later write. `restates` uses the same frames the other way round: a new
+memory whose every frame an older one already states (same slot, same value) is a repeat in
+other words, which the text rules (`memorystore/dedup.py`) cannot see.
 
 Slots (`Frame.slot`):
 
@@ -57,7 +59,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Frame", "frame", "frames", "retired_by", "supersedes"]
+__all__ = ["Frame", "frame", "frames", "restates", "retired_by", "supersedes"]
 
 
 @dataclass(frozen=True)

@@ -163,9 +163,14 @@ async def test_the_rendered_config_carries_memory_across_sessions_and_toggles_ap
     f = factory(tenant)
     try:
         await turn(f, PREFERENCE, "Noted.", session="s1")
+        # the rendered config captures per session: s1's exchange becomes memory at its end
+        ended = await f.end_session("alice", "assistant", "s1", wait=True)
+        assert ended is not None and ended["exchanges"] == 1, ended
         _, model = await turn(f, REQUEST, "Dark-mode chart.", session="s2")
         (call,) = model.calls
-        assert any(PREFERENCE in hint for hint in hints(call)), "session 2 recalls session 1"
+        (hint,) = hints(call)
+        assert PREFERENCE in hint, "session 2 recalls session 1"
+        assert "Noted." not in hint, "assistant replies are not stored"
         assert {"search_memory", "add_memory"} <= set(call.tool_names), "the spec's mode: both"
     finally:
         await f.aclose()
