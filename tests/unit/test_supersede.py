@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memorystore.service.supersede import Frame, frame, frames, retired_by, supersedes
+from memorystore.service.supersede import Frame, frame, frames, restates, retired_by, supersedes
 
 # (old, new): the new memory makes the old one outdated
 POSITIVES: list[tuple[str, str]] = [
@@ -562,3 +562,36 @@ def test_precision_and_recall():
     )
     assert fp == 0 and precision == 1.0
     assert recall >= 0.85
+
+
+# --- restates: a repeat in other words --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("We moved to Shanghai last week.", "I live in Shanghai now."),
+        ("My favourite editor is Neovim.", "Neovim is my favourite editor."),
+        ("我住在上海。", "我们上周搬到上海了。"),
+    ],
+)
+def test_the_same_attribute_and_value_in_other_words_is_a_restatement(old, new):
+    assert frames(old) and frames(new)
+    assert restates(new, [("a", old)]) == "a"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("I live in Hangzhou.", "I moved to Shanghai."),  # another value
+        ("I live in Hangzhou.", "My sister lives in Hangzhou."),  # someone else
+        ("I live in Hangzhou.", "Where should I eat tonight?"),  # no frame
+        ("I live in Hangzhou.", "I live in Hangzhou and I work at Alibaba."),  # says more
+    ],
+)
+def test_a_new_value_another_person_or_more_is_no_restatement(old, new):
+    assert restates(new, [("a", old)]) is None
+
+
+def test_a_text_never_restates_itself():
+    assert restates("I live in Hangzhou.", [("a", "I live in Hangzhou.")]) is None
