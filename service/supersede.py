@@ -98,57 +98,6 @@ def _words(text: str, sep: str | None = None) -> frozenset[str]:
     return frozenset(w.strip() for w in text.split(sep) if w.strip())
 
 
-# Places "moved to X" / "left X" must name (English "moved to Neovim" or "moved to Google" are
-# not residences), lowercase.
-_EN_PLACES = _words(
-    """
-    bay area|silicon valley|
-    afghanistan|albania|algeria|argentina|armenia|australia|austria|azerbaijan|bangladesh|
-    belarus|belgium|bolivia|brazil|bulgaria|cambodia|cameroon|canada|chile|china|colombia|
-    croatia|cuba|cyprus|czechia|denmark|ecuador|egypt|england|estonia|ethiopia|finland|france|
-    georgia|germany|ghana|greece|guatemala|hungary|iceland|india|indonesia|iran|iraq|ireland|
-    israel|italy|jamaica|japan|jordan|kazakhstan|kenya|korea|south korea|kuwait|laos|latvia|
-    lebanon|lithuania|luxembourg|malaysia|malta|mexico|mongolia|morocco|myanmar|nepal|
-    netherlands|holland|new zealand|nigeria|norway|pakistan|panama|peru|philippines|poland|
-    portugal|qatar|romania|russia|scotland|serbia|singapore|slovakia|slovenia|spain|
-    sri lanka|sweden|switzerland|taiwan|thailand|tunisia|turkey|ukraine|uruguay|uzbekistan|
-    venezuela|vietnam|wales|united kingdom|united states|america|europe|asia|africa|
-    hong kong|macau|macao|
-    beijing|shanghai|guangzhou|shenzhen|hangzhou|chengdu|chongqing|tianjin|nanjing|wuhan|xian|
-    xi'an|suzhou|changsha|zhengzhou|qingdao|xiamen|dalian|ningbo|hefei|fuzhou|jinan|shenyang|
-    harbin|changchun|kunming|guiyang|nanning|nanchang|taiyuan|shijiazhuang|lanzhou|urumqi|
-    lhasa|hohhot|yinchuan|xining|haikou|sanya|zhuhai|dongguan|foshan|wuxi|changzhou|wenzhou|
-    shaoxing|jiaxing|taipei|kaohsiung|guangdong|zhejiang|jiangsu|sichuan|hubei|hunan|henan|
-    hebei|shandong|shanxi|shaanxi|fujian|anhui|jiangxi|yunnan|guizhou|guangxi|hainan|liaoning|
-    jilin|heilongjiang|
-    tokyo|osaka|kyoto|yokohama|nagoya|sapporo|fukuoka|seoul|busan|bangkok|hanoi|
-    ho chi minh city|saigon|manila|jakarta|bali|kuala lumpur|mumbai|delhi|new delhi|
-    bangalore|bengaluru|hyderabad|chennai|kolkata|pune|karachi|lahore|dhaka|kathmandu|dubai|
-    abu dhabi|doha|riyadh|tel aviv|jerusalem|istanbul|ankara|tehran|cairo|nairobi|lagos|
-    johannesburg|cape town|casablanca|london|manchester|birmingham|liverpool|edinburgh|
-    glasgow|dublin|paris|lyon|marseille|nice|berlin|munich|hamburg|frankfurt|cologne|
-    stuttgart|vienna|zurich|geneva|basel|amsterdam|rotterdam|the hague|brussels|antwerp|
-    copenhagen|stockholm|oslo|helsinki|reykjavik|madrid|barcelona|valencia|seville|lisbon|
-    porto|rome|milan|naples|florence|venice|turin|athens|prague|budapest|warsaw|krakow|
-    bucharest|sofia|belgrade|zagreb|moscow|saint petersburg|st petersburg|kyiv|kiev|
-    minsk|riga|vilnius|tallinn|
-    new york|brooklyn|manhattan|queens|boston|chicago|los angeles|san francisco|
-    bay area|silicon valley|san jose|san diego|seattle|portland|austin|dallas|houston|
-    san antonio|denver|phoenix|las vegas|salt lake city|miami|orlando|tampa|atlanta|
-    nashville|charlotte|raleigh|washington|washington dc|dc|philadelphia|pittsburgh|
-    baltimore|detroit|cleveland|columbus|minneapolis|st louis|kansas city|new orleans|
-    honolulu|anchorage|sacramento|oakland|berkeley|palo alto|mountain view|cambridge|oxford|
-    toronto|vancouver|montreal|calgary|ottawa|edmonton|sydney|melbourne|brisbane|perth|
-    adelaide|canberra|auckland|wellington|mexico city|guadalajara|bogota|lima|santiago|
-    buenos aires|sao paulo|são paulo|rio|rio de janeiro|havana|
-    california|texas|florida|new jersey|massachusetts|illinois|ohio|michigan|oregon|
-    colorado|arizona|nevada|utah|virginia|north carolina|south carolina|pennsylvania|
-    maryland|hawaii|alaska|minnesota|wisconsin|tennessee|kentucky|alabama|louisiana|
-    ontario|quebec|british columbia|alberta|bavaria
-    """,
-    "|",
-)
-
 # Countries, provinces, states and regions: "I live in California" and "I live in San Francisco"
 # can both be true, so a region is never compared with a city.
 _EN_REGIONS = _words(
@@ -172,6 +121,39 @@ _EN_REGIONS = _words(
     """,
     "|",
 )
+
+# Places "moved to X" / "left X" must name (English "moved to Neovim" or "moved to Google" are
+# not residences), lowercase: the regions above and these cities.
+_EN_PLACES = _EN_REGIONS | _words(
+    """
+    singapore|hong kong|macau|macao|beijing|shanghai|guangzhou|shenzhen|hangzhou|chengdu|
+    chongqing|tianjin|nanjing|wuhan|xian|xi'an|suzhou|changsha|zhengzhou|qingdao|xiamen|
+    dalian|ningbo|hefei|fuzhou|jinan|shenyang|harbin|changchun|kunming|guiyang|nanning|
+    nanchang|taiyuan|shijiazhuang|lanzhou|urumqi|lhasa|hohhot|yinchuan|xining|haikou|sanya|
+    zhuhai|dongguan|foshan|wuxi|changzhou|wenzhou|shaoxing|jiaxing|taipei|kaohsiung|tokyo|
+    osaka|kyoto|yokohama|nagoya|sapporo|fukuoka|seoul|busan|bangkok|hanoi|ho chi minh city|
+    saigon|manila|jakarta|bali|kuala lumpur|mumbai|delhi|new delhi|bangalore|bengaluru|
+    hyderabad|chennai|kolkata|pune|karachi|lahore|dhaka|kathmandu|dubai|abu dhabi|doha|
+    riyadh|tel aviv|jerusalem|istanbul|ankara|tehran|cairo|nairobi|lagos|johannesburg|
+    cape town|casablanca|london|manchester|birmingham|liverpool|edinburgh|glasgow|dublin|
+    paris|lyon|marseille|nice|berlin|munich|hamburg|frankfurt|cologne|stuttgart|vienna|
+    zurich|geneva|basel|amsterdam|rotterdam|the hague|brussels|antwerp|copenhagen|stockholm|
+    oslo|helsinki|reykjavik|madrid|barcelona|valencia|seville|lisbon|porto|rome|milan|
+    naples|florence|venice|turin|athens|prague|budapest|warsaw|krakow|bucharest|sofia|
+    belgrade|zagreb|moscow|saint petersburg|st petersburg|kyiv|kiev|minsk|riga|vilnius|
+    tallinn|new york|brooklyn|manhattan|queens|boston|chicago|los angeles|san francisco|
+    san jose|san diego|seattle|portland|austin|dallas|houston|san antonio|denver|phoenix|
+    las vegas|salt lake city|miami|orlando|tampa|atlanta|nashville|charlotte|raleigh|
+    washington|washington dc|dc|philadelphia|pittsburgh|baltimore|detroit|cleveland|
+    columbus|minneapolis|st louis|kansas city|new orleans|honolulu|anchorage|sacramento|
+    oakland|berkeley|palo alto|mountain view|cambridge|oxford|toronto|vancouver|montreal|
+    calgary|ottawa|edmonton|sydney|melbourne|brisbane|perth|adelaide|canberra|auckland|
+    wellington|mexico city|guadalajara|bogota|lima|santiago|buenos aires|sao paulo|
+    são paulo|rio|rio de janeiro|havana
+    """,
+    "|",
+)
+
 _ZH_REGIONS = _words(
     """
     广东 浙江 江苏 四川 湖北 湖南 河南 河北 山东 山西 陕西 福建 安徽 江西
@@ -1829,10 +1811,15 @@ def _b_use(m: re.Match[str], c: _Clause, single_ok: bool, kind: str) -> list[Fra
         return [Frame("usage:", v, previous="" if c.chg else None)]
     if kind == "prefer":
         return [Frame(f"favourite:{n}", v)] if single_ok else []
+    # "now" alone is no switch marker: "I now use Copilot for coding" keeps VS Code
+    return _usage(v, n, c, single_ok)
+
+
+def _usage(v: str, n: str, c: _Clause, single_ok: bool) -> list[Frame]:
+    """What one uses (in category `n`); a phone brand with no category is the phone."""
     phone = _phone(v)
     if phone and not n and single_ok:
         return [Frame("phone", phone, previous="" if c.chg else None)]
-    # "now" alone is no switch marker: "I now use Copilot for coding" keeps VS Code
     return [Frame(f"usage:{n}", v, previous="" if c.chg else None)]
 
 
@@ -2081,10 +2068,7 @@ def _b_zh_use(m: re.Match[str], c: _Clause, single_ok: bool, kind: str) -> list[
     if not v or _ZH_NOT_A_TOOL.match(v):
         return []
     n = _norm(m.group("n")) if name == "v" and m.group("n") else c.topic
-    phone = _phone(v)
-    if phone and not n and single_ok:
-        return [Frame("phone", phone, previous="" if c.chg else None)]
-    return [Frame(f"usage:{n}", v, previous="" if c.chg else None)]
+    return _usage(v, n, c, single_ok)
 
 
 def _b_zh_cancel_usage(m: re.Match[str], c: _Clause, single_ok: bool, kind: str) -> list[Frame]:
