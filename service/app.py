@@ -50,7 +50,6 @@ from memorystore.service.sessions import SessionJournal
 
 log = logging.getLogger("memorystore.service")
 ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
-JOURNAL_KEEP_S = 7 * 24 * 3600  # consolidated exchanges kept this long, then pruned
 
 
 def _literal_id(value: str | None) -> str | None:
@@ -152,7 +151,6 @@ async def _sweep(consolidator: Consolidator, idle_s: float) -> None:
         await asyncio.sleep(min(60.0, idle_s / 4))
         try:
             ended = await consolidator.sweep(idle_s)
-            await asyncio.to_thread(consolidator.journal.prune, JOURNAL_KEEP_S)
         except asyncio.CancelledError:
             raise
         except Exception:

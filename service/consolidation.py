@@ -58,6 +58,7 @@ _ACKS = re.compile(
     re.IGNORECASE,
 )
 MIN_CHARS = 4
+JOURNAL_KEEP_S = 7 * 24 * 3600  # consolidated exchanges kept this long, then pruned
 
 
 def _clauses(sentence: str) -> list[str]:
@@ -129,7 +130,8 @@ class Consolidator:
         return await self.engine.add(facts, scope, metadata, infer=False)
 
     async def sweep(self, idle_seconds: float) -> int:
-        """End every session idle for `idle_seconds`; returns how many were consolidated."""
+        """End every session idle for `idle_seconds`, then prune the journal of what was
+        consolidated long ago; returns how many sessions were consolidated."""
         ended = 0
         for scope, session in await asyncio.to_thread(self.journal.idle, idle_seconds):
             try:
@@ -142,4 +144,5 @@ class Consolidator:
                 )
                 continue
             ended += bool(result["exchanges"])
+        await asyncio.to_thread(self.journal.prune, JOURNAL_KEEP_S)
         return ended

@@ -30,6 +30,7 @@ INSTRUCTIONS = (
     '"existing": <number of the existing memory>}]}, with empty lists when there is nothing.'
 )
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+_NUMBERED = re.compile(r"^\d+\. (.*)$")
 
 
 class JudgeError(ValueError):
@@ -55,6 +56,18 @@ def prompt(new: Sequence[tuple[str, str]], existing: Sequence[tuple[str, str]]) 
         + [f"{i}. {text}" for i, (_, text) in enumerate(existing, 1)]
     )
     return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": listed}]
+
+
+def listed(listing: str) -> tuple[list[str], list[str]]:
+    """The new facts and existing memories of `prompt`'s listing, in order: its inverse, so the
+    listing's format is defined here only (the stand-in models read it back)."""
+    new_part, _, old_part = listing.partition("EXISTING memories:")
+
+    def numbered(part: str) -> list[str]:
+        found = (_NUMBERED.match(line.strip()) for line in part.splitlines())
+        return [m.group(1) for m in found if m]
+
+    return numbered(new_part), numbered(old_part)
 
 
 def parse(

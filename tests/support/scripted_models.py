@@ -12,7 +12,6 @@ Every request is recorded in `calls` (path, Authorization header, body) for asse
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,8 +20,9 @@ from fastapi import FastAPI, Request
 
 from memorystore.config import SecretSource, ServiceLLM
 from memorystore.service.embedders import USEEmbedding
-from memorystore.service.judge import JUDGE_HEADER
+from memorystore.service.judge import JUDGE_HEADER, listed
 from memorystore.service.runner import UvicornThread
+from memorystore_dev.bench.consistency import chat_completion
 
 # keyword in the new messages → facts the "model" extracts
 SCRIPT: dict[str, list[str]] = {
@@ -42,9 +42,7 @@ OUTDATES: dict[str, tuple[str, ...]] = {
 
 def judge_answer(listing: str) -> dict[str, Any]:
     """The stand-in's verdicts for one judge prompt (numbered NEW facts / EXISTING memories)."""
-    new_part, _, old_part = listing.partition("EXISTING memories:")
-    new = [line.split(". ", 1)[1].lower() for line in new_part.splitlines() if ". " in line]
-    old = [line.split(". ", 1)[1].lower() for line in old_part.splitlines() if ". " in line]
+    new, old = ([text.lower() for text in part] for part in listed(listing))
     outdated = []
     for by, fact in enumerate(new, 1):
         for key, stale in OUTDATES.items():
@@ -93,13 +91,13 @@ def build_app(calls: list[dict[str, Any]]) -> FastAPI:
     async def complete(request: Request) -> dict[str, Any]:
         body = await record(request)
         if JUDGE_HEADER in str(body["messages"][0].get("content")):
-            return _completion(body, json.dumps(judge_answer(body["messages"][-1]["content"])))
+            return chat_completion(body, json.dumps(judge_answer(body["messages"][-1]["content"])))
         conversation = body["messages"][-1]["content"].lower()
         # only the new messages count, not mem0's instructions with their examples
         new = conversation.split("## new messages", 1)[-1].split("## observation date", 1)[0]
         facts = [fact for key, found in SCRIPT.items() if key in new for fact in found]
         content = json.dumps({"memory": [{"id": str(i), "text": f} for i, f in enumerate(facts)]})
-        return _completion(body, content)
+        return chat_completion(body, content)
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request) -> dict[str, Any]:
@@ -116,21 +114,3 @@ def build_app(calls: list[dict[str, Any]]) -> FastAPI:
         }
 
     return app
-
-
-def _completion(body: dict[str, Any], content: str) -> dict[str, Any]:
-    """An OpenAI chat completion carrying `content`."""
-    return {
-        "id": "scripted",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model", "scripted"),
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": content},
-            }
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }

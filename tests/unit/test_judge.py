@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memorystore.service.judge import JUDGE_HEADER, JudgeError, Verdict, judge, parse, prompt
+from memorystore.service.judge import (
+    JUDGE_HEADER,
+    JudgeError,
+    Verdict,
+    judge,
+    listed,
+    parse,
+    prompt,
+)
 
 NEW = [("n1", "Lives in Shanghai"), ("n2", "Works at Tencent")]
 OLD = [("o1", "Lives in Hangzhou"), ("o2", "Works at a fintech startup"), ("o3", "Likes hiking")]
@@ -108,3 +116,9 @@ def test_a_repeat_is_reported_and_retires_nothing():
         "outdated": [{"existing": 1, "by": 2, "reason": "from a repeat: ignored"}],
     }
     assert parse(json.dumps(answer), NEW, OLD) == [Verdict("o2", "n2", "said before", "same")]
+
+
+def test_listed_reads_back_what_prompt_lists():
+    """The stand-in models read the listing with `listed`: it must be prompt's inverse."""
+    _, user = prompt(NEW, OLD)
+    assert listed(user["content"]) == ([t for _, t in NEW], [t for _, t in OLD])

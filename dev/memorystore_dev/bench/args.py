@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from memorystore.spec import OFFLINE_EMBEDDER_DIMS
+
+T = TypeVar("T")
 
 
 def problems(
@@ -26,3 +30,19 @@ def problems(
         if value is not None and value < 1:
             found.append(f"--{option} must be at least 1")
     return found
+
+
+def loaded(
+    bench: str, problems: list[str], load: Callable[[], T], error: type[Exception]
+) -> T | None:
+    """The bench's data when its arguments are good and it loads (`error` is the loader's
+    refusal); else None, after printing every problem, each naming the bench."""
+    data = None
+    if not problems:
+        try:
+            data = load()
+        except error as exc:
+            problems = [*problems, str(exc)]
+    for problem in problems:
+        print(f"memorystore bench {bench}: {problem}", file=sys.stderr)
+    return None if problems else data

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -50,9 +49,10 @@ import httpx
 from fastapi import FastAPI, Request
 
 from memorystore.config import SecretSource, ServiceEmbedder, ServiceLLM
-from memorystore.service.judge import JUDGE_HEADER
+from memorystore.service.judge import JUDGE_HEADER, listed
 from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
 from memorystore.spec import ConsolidationSettings
+from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 
 DATA = Path(__file__).with_name("consistency_data.json")
@@ -157,38 +157,35 @@ def stand_in_app(users: list[dict[str, Any]]) -> FastAPI:
             texts = [f["text"] for t in turns if t["user"] in new for f in t["facts"]]
             memory = [{"id": str(i), "text": t} for i, t in enumerate(dict.fromkeys(texts))]
             content = json.dumps({"memory": memory}, ensure_ascii=False)
-        return {
-            "id": "stand-in",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "stand-in"),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return chat_completion(body, content)
 
     return app
 
 
-_NUMBERED = re.compile(r"^(\d+)\. (.*)$")
+def chat_completion(body: dict[str, Any], content: str) -> dict[str, Any]:
+    """An OpenAI chat completion answering `body` with `content` (what a stand-in returns)."""
+    return {
+        "id": "stand-in",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "stand-in"),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 def _judge(listing: str, fact_of: dict[str, Fact]) -> dict[str, Any]:
-    new_part, _, old_part = listing.partition("EXISTING memories:")
-
-    def numbered(part: str) -> list[tuple[int, str]]:
-        found = (_NUMBERED.match(line.strip()) for line in part.splitlines())
-        return [(int(m.group(1)), m.group(2)) for m in found if m]
-
+    new_facts, existing = listed(listing)
     outdated, same = [], []
-    for by, text in numbered(new_part):
+    for by, text in enumerate(new_facts, 1):
         new = fact_of.get(text)
-        for number, old_text in numbered(old_part):
+        for number, old_text in enumerate(existing, 1):
             old = fact_of.get(old_text)
             if not (new and old and new[0] == old[0]):
                 continue
@@ -360,15 +357,8 @@ def run_consistency_bench(
     """Print the table (or JSON). 0 on success; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
     problems = bad_arguments(names, CONFIGS, embedder, {"users": users})
-    chosen: list[dict[str, Any]] = []
-    if not problems:
-        try:
-            chosen = load(data, users)
-        except DataError as exc:
-            problems.append(str(exc))
-    if problems:
-        for p in problems:
-            print(f"memorystore bench consistency: {p}", file=sys.stderr)
+    chosen = loaded("consistency", problems, lambda: load(data, users), DataError)
+    if chosen is None:
         return 2
     with tempfile.TemporaryDirectory(prefix="memorystore-bench-consistency-") as tmp:
         results = [run_config(name, chosen, embedder, Path(tmp)) for name in names]

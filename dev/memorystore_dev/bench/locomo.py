@@ -32,6 +32,7 @@ import httpx
 from memorystore.config import ServiceEmbedder
 from memorystore.service.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
+from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
 
@@ -424,14 +425,8 @@ def run_locomo_bench(
     """Print the tables (or JSON). 0 on success; 1 when a turn was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
     problems = bad_arguments(names, CONFIGS, embedder, {"conversations": conversations})
-    if not problems:
-        try:
-            convs = load_locomo(Path(data), conversations)
-        except DataError as exc:
-            problems.append(str(exc))
-    if problems:
-        for p in problems:
-            print(f"memorystore bench locomo: {p}", file=sys.stderr)
+    convs = loaded("locomo", problems, lambda: load_locomo(Path(data), conversations), DataError)
+    if convs is None:
         return 2
 
     results = []

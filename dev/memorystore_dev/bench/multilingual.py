@@ -29,6 +29,7 @@ import httpx
 from memorystore.config import ServiceEmbedder
 from memorystore.service.runner import ServiceThread, embedded_config
 from memorystore.spec import LexicalTokenizer, RetrievalSettings
+from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
 
@@ -291,15 +292,8 @@ def run_multilingual_bench(
     """Print the tables (or JSON). 0 on success; 1 when a memory was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
     problems = bad_arguments(names, CONFIGS, embedder, {"users": users})
-    dataset = None
-    if not problems:
-        try:
-            dataset = load(data, users)
-        except DataError as exc:
-            problems.append(str(exc))
-    if problems or dataset is None:
-        for p in problems:
-            print(f"memorystore bench multilingual: {p}", file=sys.stderr)
+    dataset = loaded("multilingual", problems, lambda: load(data, users), DataError)
+    if dataset is None:
         return 2
     with tempfile.TemporaryDirectory(prefix="memorystore-bench-multilingual-") as tmp:
         results = [_run_config(name, dataset, embedder, Path(tmp)) for name in names]
