@@ -16,6 +16,8 @@ examples:
   memorystore serve --config examples/service.yaml     run the memory service
   memorystore demo                                      cross-session memory, offline
   memorystore reindex --config examples/service.yaml   re-index after a settings change
+  memorystore backup --config service.yaml --to DIR      back a stopped store up
+  memorystore restore --config service.yaml --from DIR   restore into a new store
   memorystore bench service --sizes 1000,10000          latency and throughput table
   memorystore bench agent                               middleware overhead per turn
   memorystore bench locomo --data locomo10.json         recall per retrieval configuration
@@ -88,6 +90,50 @@ def _reindex(args: argparse.Namespace) -> int:
     from memorystore.service.reindex import reindex_store
 
     return reindex_store(cfg)
+
+
+def _backup(args: argparse.Namespace) -> int:
+    cfg = _service_config("backup", args.config)
+    if cfg is None:
+        return 2
+    import asyncio
+    import json
+    import time
+
+    from memorystore.config import ServiceBackup
+    from memorystore.service.backup import BackupError, take
+    from memorystore.service.engine import MemoryEngine
+
+    cfg.backup = ServiceBackup(path=args.to)
+    name = args.name or time.strftime("backup-%Y%m%d-%H%M%S", time.gmtime())
+    engine = MemoryEngine(cfg)
+    try:
+        manifest = asyncio.run(take(engine, cfg.path_in_data_dir(None, "sessions.db"), name))
+    except BackupError as exc:
+        print(f"memorystore backup: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        engine.close()
+    summary = ("name", "memories", "history_events", "bytes", "duration_s")
+    print(json.dumps({key: manifest[key] for key in summary}))
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    cfg = _service_config("restore", args.config)
+    if cfg is None:
+        return 2
+    import json
+
+    from memorystore.service.backup import BackupError, restore
+
+    try:
+        result = restore(Path(args.source), cfg)
+    except BackupError as exc:
+        print(f"memorystore restore: refused: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -165,6 +211,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reindex.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
     reindex.set_defaults(func=_reindex)
+
+    backup = sub.add_parser(
+        "backup",
+        help="back a stopped service's store up into a directory",
+        description="Write a consistent backup of the store the config names (memories with "
+        "their vectors, history, session journal, manifest with checksums) to DIR/NAME. Run it "
+        "with the service stopped (the embedded engine allows one process); a running service "
+        "is backed up with POST /v1/backups/ instead.",
+    )
+    backup.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
+    backup.add_argument("--to", required=True, metavar="DIR", help="directory for the backup")
+    backup.add_argument("--name", help="backup name (default: backup-<UTC time>)")
+    backup.set_defaults(func=_backup)
+
+    restore = sub.add_parser(
+        "restore",
+        help="restore a backup into a new, empty store",
+        description="Check the backup (checksums, records, embedder and dimensions against the "
+        "config) and refuse before writing anything if it is damaged or does not match; "
+        "restore it into the empty store the config names; check the counts. Running it again "
+        "after a finished restore of the same backup does nothing.",
+    )
+    restore.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
+    restore.add_argument(
+        "--from", dest="source", required=True, metavar="DIR", help="the backup directory"
+    )
+    restore.set_defaults(func=_restore)
 
     demo = sub.add_parser(
         "demo",

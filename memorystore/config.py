@@ -177,6 +177,15 @@ class ServiceLLM(LLMSettings):
     api_key: SecretSource | None = Field(None, description="Provider API key.")
 
 
+class ServiceBackup(Model):
+    """Where `POST /v1/backups/` writes a backup (a mounted PersistentVolumeClaim in a cluster)."""
+
+    path: str = Field(
+        description="Directory that holds one sub-directory per backup (`<path>/<name>/`). It "
+        "must exist: a missing or full target fails the backup and leaves the store as it was."
+    )
+
+
 class Limits(Model):
     max_request_bytes: int = Field(
         1_048_576, ge=1024, description="Larger request bodies are refused with 413."
@@ -239,6 +248,9 @@ class ServiceConfig(Model):
     )
     tls: ServerTLS | None = Field(
         None, description="Serve HTTPS with this certificate; none: plain HTTP (local use)."
+    )
+    backup: ServiceBackup | None = Field(
+        None, description="Backup target; none: `POST /v1/backups/` answers 409 (no target)."
     )
 
     @model_validator(mode="after")

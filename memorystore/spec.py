@@ -8,10 +8,12 @@ in `memorystore.config`.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from enum import StrEnum
 from typing import Annotated, Any
 
+from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
@@ -579,6 +581,81 @@ class ServiceKeySpec(Model):
     )
 
 
+# A Kubernetes object name (DNS subdomain): PersistentVolumeClaims, MemoryStoreBackups.
+OBJECT_NAME_PATTERN = rf"^{_DNS_SUBDOMAIN}$"
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)]
+# Five whitespace-separated fields (minute hour day-of-month month day-of-week); the API
+# server checks the shape, the model the cron syntax itself.
+CRON_PATTERN = r"^\s*\S+(\s+\S+){4}\s*$"
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why `expression` is not a 5-field cron expression (None when it is)."""
+    fields = expression.split()
+    if len(fields) != 5:
+        return (
+            f"{expression!r} has {len(fields)} fields; a schedule has 5: minute hour "
+            "day-of-month month day-of-week (UTC), e.g. '0 3 * * *'"
+        )
+    try:
+        CronSim(" ".join(fields), dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    except CronSimError as exc:
+        return f"{expression!r} is not a cron expression: {exc}"
+    return None
+
+
+class BackupVolume(Model):
+    """A PersistentVolumeClaim of the store's namespace that holds its backups."""
+
+    claim_name: ObjectName = Field(
+        description="PersistentVolumeClaim in the store's namespace (created by you, any "
+        "StorageClass): the memory service mounts it at /backups and writes each backup into "
+        "a directory named after it. While it does not exist the service runs without it "
+        "(condition BackupReady=False, reason BackupTargetMissing)."
+    )
+
+
+class BackupSpec(Model):
+    """Where and when the store is backed up: a MemoryStoreBackup naming the store takes an
+    on-demand backup; `schedule` has the operator create them."""
+
+    volume: BackupVolume = Field(description="The backup target: a PersistentVolumeClaim.")
+    schedule: str | None = Field(
+        None,
+        pattern=CRON_PATTERN,
+        description="Scheduled backups: a 5-field cron expression in UTC (minute hour "
+        "day-of-month month day-of-week, e.g. '0 3 * * *'). The operator creates a "
+        "MemoryStoreBackup named <store>-<YYYYMMDDHHMM> for each slot (a missed slot is "
+        "caught up once, not repeated). Unset: on-demand backups only.",
+    )
+    retention: int = Field(
+        7,
+        ge=1,
+        le=1000,
+        description="Scheduled backups kept: once more have succeeded, the oldest are deleted "
+        "(their files first, then the MemoryStoreBackup). On-demand backups are never pruned.",
+    )
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, schedule: str | None) -> str | None:
+        if schedule is not None:
+            problem = cron_problem(schedule)
+            if problem:
+                raise ValueError(problem)
+        return schedule
+
+
+class RestoreSpec(Model):
+    """Start the store from a backup. Settable only when the store is created."""
+
+    from_backup: ObjectName = Field(
+        description="A MemoryStoreBackup in the store's namespace, phase Succeeded, taken with "
+        "the same embedder (provider, model, dimensions). The service starts only after an "
+        "init container has restored it into the store's empty data."
+    )
+
+
 class MemoryStoreSpec(Model):
     """One tenant's memory."""
 
@@ -624,6 +701,16 @@ class MemoryStoreSpec(Model):
         default_factory=ServiceKeySpec,
         description="The tenant's service key: rotation without downtime.",
     )
+    backup: BackupSpec | None = Field(
+        None,
+        description="Backups: the target volume, an optional schedule and how many scheduled "
+        "backups to keep. Unset: MemoryStoreBackups naming this store fail.",
+    )
+    restore: RestoreSpec | None = Field(
+        None,
+        description="Start from a backup (MemoryStoreBackup). Only when the store is created: "
+        "it cannot be added, changed or removed afterwards.",
+    )
 
 
 # --- the resource around the spec -----------------------------------------------------------
@@ -664,6 +751,14 @@ class ConditionReason(StrEnum):
     DELETING = "Deleting"
     SHARED_AGENT_PODS = "SharedAgentPods"
     ISOLATED = "Isolated"
+    BACKUP_TARGET_READY = "BackupTargetReady"
+    BACKUP_TARGET_MISSING = "BackupTargetMissing"
+    BACKUP_NOT_FOUND = "BackupNotFound"
+    BACKUP_NOT_READY = "BackupNotReady"
+    RESTORE_MISMATCH = "RestoreMismatch"
+    RESTORING = "Restoring"
+    RESTORE_FAILED = "RestoreFailed"
+    RESTORED = "Restored"
 
 
 # One line per reason: what it means and, where something is wrong, what to do. The
@@ -701,6 +796,24 @@ CONDITION_REASONS: dict[ConditionReason, str] = {
     "admits the same agent pods (a warning; Ready is not affected)",
     ConditionReason.ISOLATED: "AgentPodsIsolated: no other store in the namespace admits "
     "the same agent pods",
+    ConditionReason.BACKUP_TARGET_READY: "BackupReady: spec.backup.volume's claim exists and "
+    "the service mounts it at /backups",
+    ConditionReason.BACKUP_TARGET_MISSING: "BackupReady: the PersistentVolumeClaim "
+    "spec.backup.volume names does not exist, so the service runs without it and backups "
+    "fail; create it (Ready is not affected)",
+    ConditionReason.BACKUP_NOT_FOUND: "spec.restore.fromBackup names a MemoryStoreBackup "
+    "that does not exist: the service is not started until it does",
+    ConditionReason.BACKUP_NOT_READY: "spec.restore.fromBackup's MemoryStoreBackup has not "
+    "succeeded (yet): the service is not started until it has",
+    ConditionReason.RESTORE_MISMATCH: "SpecValid: the backup spec.restore.fromBackup names "
+    "was made with another embedder (provider, model or dimensions) than spec.embedder; "
+    "nothing is created",
+    ConditionReason.RESTORING: "Restored: the service's init container restores the backup "
+    "before the service starts",
+    ConditionReason.RESTORE_FAILED: "the service's restore init container failed; the message "
+    "is its termination message (a corrupt or mismatched backup, or a non-empty store)",
+    ConditionReason.RESTORED: "Restored: the store was restored from spec.restore.fromBackup "
+    "and its service is ready",
 }
 
 
@@ -713,7 +826,8 @@ class Condition(Model):
     """A status condition, as in the Kubernetes API conventions."""
 
     type: str = Field(
-        description="Ready, SpecValid, VectorStoreReady, ServiceReady or AgentPodsIsolated."
+        description="Ready, SpecValid, VectorStoreReady, ServiceReady, AgentPodsIsolated, "
+        "BackupReady (with spec.backup) or Restored (with spec.restore)."
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     # A plain string in the schema, not an enum: a status written by another operator
@@ -762,3 +876,63 @@ class MemoryStoreStatus(Model):
     agent_pod_label: str | None = Field(
         None, description="The label (key=value) an agent pod carries to reach the service."
     )
+
+
+# --- MemoryStoreBackup: one backup of one store ------------------------------------------------
+
+BACKUP_KIND = "MemoryStoreBackup"
+BACKUP_PLURAL = "memorystorebackups"
+BACKUP_SINGULAR = "memorystorebackup"
+BACKUP_SHORT_NAMES = ["msbackup"]
+
+
+class BackupPhase(StrEnum):
+    PENDING = "Pending"  # not started yet
+    RUNNING = "Running"  # the operator waits for the service or the service writes it
+    SUCCEEDED = "Succeeded"  # the files are on the volume (status says where)
+    FAILED = "Failed"  # status.error says why; nothing is retried
+
+
+class MemoryStoreBackupSpec(Model):
+    """Which store to back up: created by you (on demand) or by the operator (a schedule)."""
+
+    store: ObjectName = Field(
+        description="The MemoryStore (same namespace) to back up; it needs spec.backup.volume. "
+        "Cannot change."
+    )
+
+
+class BackupEmbedder(Model):
+    """The embedder the backed-up vectors were made with: a restore needs the same."""
+
+    provider: str = Field(description="Embedding provider.")
+    model: str | None = Field(None, description="Model name (remote providers).")
+    dimensions: int = Field(description="Vector size.")
+
+
+class MemoryStoreBackupStatus(Model):
+    """What the operator and the service reported; written only by the operator."""
+
+    phase: BackupPhase | None = Field(None, description="Pending, Running, Succeeded or Failed.")
+    started_at: str | None = Field(None, description="When the backup started (RFC 3339).")
+    finished_at: str | None = Field(None, description="When it succeeded or failed (RFC 3339).")
+    memories: int | None = Field(None, description="Memories in the backup.")
+    history_events: int | None = Field(None, description="History events in the backup.")
+    size_bytes: int | None = Field(None, description="Size of the backup's files in bytes.")
+    claim_name: str | None = Field(
+        None, description="The PersistentVolumeClaim holding the backup's files."
+    )
+    path: str | None = Field(
+        None, description="The backup's directory, relative to the root of that claim."
+    )
+    collection: str | None = Field(None, description="The collection that was backed up.")
+    embedder: BackupEmbedder | None = Field(
+        None, description="The embedder of the backed-up vectors (a restore needs the same)."
+    )
+    scheduled: bool | None = Field(
+        None,
+        description="true: created by spec.backup.schedule and pruned by spec.backup.retention; "
+        "on-demand backups are never pruned.",
+    )
+    message: str | None = Field(None, description="What the backup is waiting for, while Running.")
+    error: str | None = Field(None, description="Why it failed (phase Failed).")

@@ -113,7 +113,8 @@ async def ensure_keys(client: AsyncClient, owner: Owner, owned: bool) -> Keys:
     )
 
 
-async def _get_secret(client: AsyncClient, name: str, namespace: str) -> Secret | None:
+async def get_secret(client: AsyncClient, name: str, namespace: str) -> Secret | None:
+    """The Secret, or None when it does not exist."""
     try:
         return await client.get(Secret, name, namespace=namespace)
     except ApiError as exc:
@@ -139,11 +140,11 @@ async def ensure_service_key(
     lands; the other fails with 409 Conflict before its key reaches the client Secret, and
     its reconcile is retried."""
     name = names.service_key_secret_name(owner.name)
-    existing = await _get_secret(client, name, owner.namespace)
+    existing = await get_secret(client, name, owner.namespace)
     stored = keys.read_state(existing.data, existing.metadata.annotations) if existing else None
     in_use = None
     if stored is None and known_generation is not None:  # lost after seeding: see keys.decide
-        agents = await _get_secret(client, names.client_secret_name(owner.name), owner.namespace)
+        agents = await get_secret(client, names.client_secret_name(owner.name), owner.namespace)
         if agents is not None:
             in_use = keys.decode_key((agents.data or {}).get(names.CLIENT_API_KEY))
     decision = keys.decide(
@@ -279,8 +280,8 @@ async def ensure_tls(
     tls_name = names.tls_secret_name(owner.name)
     if tls_spec.issuer_ref is not None:
         return await _ensure_certificate(client, owner, spec)
-    ca_existing = await _get_secret(client, names.ca_secret_name(owner.name), ns)
-    tls_existing = await _get_secret(client, tls_name, ns)
+    ca_existing = await get_secret(client, names.ca_secret_name(owner.name), ns)
+    tls_existing = await get_secret(client, tls_name, ns)
     await _retire_certificate(client, owner, tls_existing)
     plan = tls.plan(
         _secret_text(ca_existing),
@@ -332,7 +333,7 @@ async def _ensure_certificate(client: AsyncClient, owner: Owner, spec: MemorySto
             )
         )
     issued = _secret_text(
-        await _get_secret(client, names.tls_secret_name(owner.name), owner.namespace)
+        await get_secret(client, names.tls_secret_name(owner.name), owner.namespace)
     )
     if not issued or not issued.get(names.TLS_CERT):
         return TLSState(

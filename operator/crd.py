@@ -1,9 +1,10 @@
-"""The MemoryStore CustomResourceDefinition, generated from the pydantic spec model.
+"""The CustomResourceDefinitions (MemoryStore, MemoryStoreBackup), generated from the
+pydantic models.
 
-`memorystore/spec.py` is the one source of truth: this module turns its JSON Schema into a
-Kubernetes *structural* OpenAPI v3 schema and adds what JSON Schema cannot say (CEL rules,
-printer columns, the status subresource). The checked-in `crds/memorystore.yaml` is its
-output; a unit test fails when the two differ.
+`memorystore/spec.py` is the one source of truth: this module turns their JSON Schema into
+Kubernetes *structural* OpenAPI v3 schemas and adds what JSON Schema cannot say (CEL rules,
+printer columns, the status subresource). The checked-in `crds/memorystore.yaml` and
+`crds/memorystorebackup.yaml` are its output; a unit test fails when they differ.
 
     PYTHONSAFEPATH=1 .venv/bin/python -m memorystore.operator.crd --write
 """
@@ -22,6 +23,10 @@ from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
 from memorystore.spec import (
+    BACKUP_KIND,
+    BACKUP_PLURAL,
+    BACKUP_SHORT_NAMES,
+    BACKUP_SINGULAR,
     GROUP,
     KIND,
     OFFLINE_EMBEDDER_DIMS,
@@ -30,13 +35,18 @@ from memorystore.spec import (
     SINGULAR,
     VERSION,
     EmbedderProvider,
+    MemoryStoreBackupSpec,
+    MemoryStoreBackupStatus,
     MemoryStoreSpec,
     MemoryStoreStatus,
 )
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+BACKUP_CRD_NAME = f"{BACKUP_PLURAL}.{GROUP}"
 API_VERSION = f"{GROUP}/{VERSION}"
-CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / "memorystore.yaml"
+CRD_DIR = Path(__file__).resolve().parent.parent / "crds"
+CRD_PATH = CRD_DIR / "memorystore.yaml"
+BACKUP_CRD_PATH = CRD_DIR / "memorystorebackup.yaml"
 REGENERATE_COMMAND = "PYTHONSAFEPATH=1 .venv/bin/python -m memorystore.operator.crd --write"
 READY_JSONPATH = '.status.conditions[?(@.type=="Ready")].status'
 
@@ -147,6 +157,14 @@ RULES: dict[str, list[Schema]] = {
             "message": "spec.historyDb.sqlite is required with spec.vectorStore.embedded: the "
             "engine's files live on its volume",
         },
+        # Transition rule (updates only): a store is restored into its empty data once, at
+        # creation.
+        _unchanged(
+            "spec",
+            "restore",
+            why="a store is restored from a backup only when it is created; create a new "
+            "MemoryStore with spec.restore.fromBackup to restore one",
+        ),
     ],
     "spec.vectorStore": [
         {
@@ -500,24 +518,74 @@ def _node(schema: Schema, path: str) -> Schema:
     return node
 
 
+# The MemoryStoreBackup's rules and columns.
+BACKUP_RULES: dict[str, list[Schema]] = {
+    "spec.store": [
+        {
+            "rule": "self == oldSelf",
+            "message": "spec.store is immutable: a backup belongs to the store it was taken "
+            "of; create a new MemoryStoreBackup to back up another store",
+        }
+    ],
+}
+BACKUP_PRINTER_COLUMNS: list[Schema] = [
+    {"name": "Store", "type": "string", "jsonPath": ".spec.store"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Memories", "type": "integer", "jsonPath": ".status.memories"},
+    {"name": "Size", "type": "integer", "jsonPath": ".status.sizeBytes"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
 def openapi_schema() -> Schema:
-    """The version's `openAPIV3Schema`: spec and status from the models, plus CEL rules."""
+    """The MemoryStore's `openAPIV3Schema`: spec and status from the models, plus CEL rules."""
     spec = structural_schema(MemoryStoreSpec, "spec")
-    status = structural_schema(MemoryStoreStatus, "status")
     # Default the whole spec, so `spec: {}` or no spec at all still gets every default and
     # the rules on spec can rely on them.
     spec["default"] = {}
+    return _object_schema(
+        spec,
+        structural_schema(MemoryStoreStatus, "status"),
+        RULES,
+        EXTENSIONS,
+        f"A {KIND} is one tenant's long-term memory for its AgentScope agents (mem0 over "
+        "Qdrant); the operator provisions it and reports its state in status.",
+    )
+
+
+def backup_openapi_schema() -> Schema:
+    """The MemoryStoreBackup's `openAPIV3Schema`."""
+    spec = structural_schema(MemoryStoreBackupSpec, "spec")
+    schema = _object_schema(
+        spec,
+        structural_schema(MemoryStoreBackupStatus, "status"),
+        BACKUP_RULES,
+        {},
+        f"A {BACKUP_KIND} is one backup of a {KIND} (spec.store) onto the store's backup "
+        "volume (its spec.backup.volume), taken by the memory service; status says where "
+        "the files are and what they hold. It is not owned by the store, so it outlives it "
+        "and a new store can restore from it (spec.restore.fromBackup).",
+    )
+    return _ordered({**schema, "required": ["spec"]})
+
+
+def _object_schema(
+    spec: Schema,
+    status: Schema,
+    rules: dict[str, list[Schema]],
+    extensions: dict[str, Schema],
+    description: str,
+) -> Schema:
     roots = {"spec": spec, "status": status}
-    for path, rules in RULES.items():
+    for path, path_rules in rules.items():
         _node(roots[path.split(".")[0]], path).setdefault("x-kubernetes-validations", []).extend(
-            copy.deepcopy(rules)
+            copy.deepcopy(path_rules)
         )
-    for path, extension in EXTENSIONS.items():
+    for path, extension in extensions.items():
         _node(roots[path.split(".")[0]], path).update(copy.deepcopy(extension))
     return _ordered(
         {
-            "description": f"A {KIND} is one tenant's long-term memory for its AgentScope agents "
-            "(mem0 over Qdrant); the operator provisions it and reports its state in status.",
+            "description": description,
             "type": "object",
             "properties": {
                 "apiVersion": {
@@ -538,21 +606,27 @@ def openapi_schema() -> Schema:
     )
 
 
-def render_crd() -> Schema:
-    """The CustomResourceDefinition as a dict (pure: same model, same result)."""
+def _crd(
+    plural: str,
+    kind: str,
+    singular: str,
+    short_names: list[str],
+    columns: list[Schema],
+    schema: Schema,
+) -> Schema:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
+        "metadata": {"name": f"{plural}.{GROUP}"},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": list(SHORT_NAMES),
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": list(short_names),
             },
             "versions": [
                 {
@@ -560,42 +634,68 @@ def render_crd() -> Schema:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": copy.deepcopy(PRINTER_COLUMNS),
-                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "additionalPrinterColumns": copy.deepcopy(columns),
+                    "schema": {"openAPIV3Schema": schema},
                 }
             ],
         },
     }
 
 
-def render_yaml() -> str:
-    """The checked-in file's exact text: a header saying how it is made, then the CRD."""
+def render_crd() -> Schema:
+    """The MemoryStore CustomResourceDefinition as a dict (pure: same model, same result)."""
+    return _crd(PLURAL, KIND, SINGULAR, SHORT_NAMES, PRINTER_COLUMNS, openapi_schema())
+
+
+def render_backup_crd() -> Schema:
+    """The MemoryStoreBackup CustomResourceDefinition as a dict (pure)."""
+    return _crd(
+        BACKUP_PLURAL,
+        BACKUP_KIND,
+        BACKUP_SINGULAR,
+        BACKUP_SHORT_NAMES,
+        BACKUP_PRINTER_COLUMNS,
+        backup_openapi_schema(),
+    )
+
+
+def render_yaml(render: Any = render_crd) -> str:
+    """A checked-in file's exact text: a header saying how it is made, then the CRD."""
     header = (
         "# GENERATED from memorystore/spec.py by memorystore/operator/crd.py; do not edit.\n"
         f"# Regenerate: {REGENERATE_COMMAND}\n"
     )
-    body = yaml.safe_dump(render_crd(), sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.safe_dump(render(), sort_keys=False, allow_unicode=True, width=100)
     return header + body
 
 
+def outputs() -> dict[Path, str]:
+    """Every checked-in CRD file and its fresh text."""
+    return {CRD_PATH: render_yaml(render_crd), BACKUP_CRD_PATH: render_yaml(render_backup_crd)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the CRD, write it to crds/ (`--write`), or fail when that file is stale."""
+    """Print the CRDs, write them to crds/ (`--write`), or fail when a file is stale."""
     parser = argparse.ArgumentParser(prog="python -m memorystore.operator.crd", description=__doc__)
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", action="store_true", help=f"write {CRD_PATH.name} in crds/")
-    group.add_argument("--check", action="store_true", help="exit 1 if the checked-in is stale")
+    group.add_argument("--write", action="store_true", help="write the CRD files in crds/")
+    group.add_argument("--check", action="store_true", help="exit 1 if a checked-in is stale")
     args = parser.parse_args(argv)
-    text = render_yaml()
+    files = outputs()
     if args.write:
-        CRD_PATH.write_text(text, encoding="utf-8")
-        print(f"wrote {CRD_PATH}", file=sys.stderr)
+        for path, text in files.items():
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}", file=sys.stderr)
     elif args.check:
-        current = CRD_PATH.read_text(encoding="utf-8") if CRD_PATH.exists() else ""
-        if current != text:
-            print(f"{CRD_PATH} is stale; regenerate: {REGENERATE_COMMAND}", file=sys.stderr)
-            return 1
+        stale = False
+        for path, text in files.items():
+            current = path.read_text(encoding="utf-8") if path.exists() else ""
+            if current != text:
+                print(f"{path} is stale; regenerate: {REGENERATE_COMMAND}", file=sys.stderr)
+                stale = True
+        return 1 if stale else 0
     else:
-        sys.stdout.write(text)
+        sys.stdout.write("---\n".join(files.values()))
     return 0
 
 

@@ -12,7 +12,9 @@ never re-applied: its status says `Deleting`.
 No kopf timer and no deletion handler: kopf puts a finalizer on every resource with a timer,
 and a finalizer blocks namespace deletion whenever the operator is down. MemoryStores carry
 no finalizer at all; deletion is garbage collection, with data-bearing children owned only
-under `deletionPolicy: Delete`.
+under `deletionPolicy: Delete`. MemoryStoreBackups likewise: kopf handles them on create
+and resume only (`on_backup`, over `backups.py`); scheduled ones are created and pruned by
+the store's reconcile.
 """
 
 from __future__ import annotations
@@ -29,27 +31,33 @@ import kopf
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from memorystore.config import format_validation_error
 from memorystore.keyed_locks import KeyedLocks
-from memorystore.operator import apply, isolation, ledger, names, watch
+from memorystore.operator import apply, backups, isolation, ledger, names, watch
 from memorystore.operator.builders import desired_children, expected_workloads
 from memorystore.operator.builders.common import owns_data
-from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
+from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner
 from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.operator.keys import Change, ServiceKeyState, describe
 from memorystore.operator.metrics import API_WRITES, DURATION, KEY_CHANGES, RECONCILES
-from memorystore.operator.status import AGENT_PODS_ISOLATED, Observed, Workload, compute_status
+from memorystore.operator.status import (
+    AGENT_PODS_ISOLATED,
+    Observed,
+    Workload,
+    compute_status,
+    restored,
+)
 from memorystore.spec import (
+    BACKUP_PLURAL,
     GROUP,
     KIND,
     PLURAL,
     VERSION,
+    ConditionReason,
     MemoryStoreSpec,
     MemoryStoreStatus,
     Phase,
@@ -60,6 +68,8 @@ log = logging.getLogger("memorystore.operator")
 RESYNC_SECONDS = float(os.environ.get("MEMORYSTORE_OPERATOR_RESYNC_SECONDS", "30"))
 RESYNC_CONCURRENCY = 8
 IMAGES = Images.from_env(os.environ)
+# The operator's own pods (from the chart), admitted to every memory service for backups.
+OPERATOR_PODS = OperatorPods.from_env(os.environ)
 MemoryStoreResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
 
@@ -226,6 +236,25 @@ async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str,
     except SpecError as exc:
         bad = Observed(owner.generation, spec.suspend, spec_error=str(exc))
         return "invalid_spec", compute_status(bad, previous, _now())
+    already_restored = restored(previous)
+    source = (
+        await backups.get_backup(client, owner.namespace, spec.restore.from_backup)
+        if spec.restore is not None
+        else None
+    )
+    plan = backups.plan_restore(spec, source, already_restored)
+    if plan.mismatch:  # before anything is written: nothing is created for it
+        bad = Observed(
+            owner.generation,
+            spec.suspend,
+            spec_error=plan.mismatch,
+            spec_error_reason=ConditionReason.RESTORE_MISMATCH,
+        )
+        return "invalid_spec", compute_status(bad, previous, _now())
+    target = spec.backup.volume.claim_name if spec.backup else None
+    target_exists = target is not None and await backups.claim_exists(
+        client, owner.namespace, target
+    )
     owned = owns_data(spec)
     keys = await apply.ensure_keys(client, owner, owned)
     service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
@@ -236,14 +265,41 @@ async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str,
         IMAGES,
         replace(keys, service_api_key=service_key.current),
         ca_cert=tls.ca_cert,
+        backup_claim=target if target_exists else None,
+        restore=plan.restore,
+        operator_pods=OPERATOR_PODS,
+        service=plan.start_service,
     )
     API_WRITES.labels("child").inc(await apply.apply_changed(client, children, reconciler.book))
+    failure = None
+    if plan.restore is not None and not already_restored:
+        pods = await backups.service_pods(client, owner.namespace, owner.name)
+        failure = backups.restore_failure(pods, RESTORE_CONTAINER)
     observed = replace(
         await _observe(reconciler, owner, spec),
         service_key=service_key.status(),
         tls_pending=tls.pending,
+        backup_target=(target, target_exists) if target is not None else None,
+        restore_from=spec.restore.from_backup if spec.restore else None,
+        restore_waiting=plan.waiting,
+        restore_failure=failure,
     )
+    if plan.start_service:  # (a store waiting for its restore has nothing to back up)
+        await _keep_schedule(client, owner, spec, meta)
     return "applied", compute_status(observed, previous, _now())
+
+
+async def _keep_schedule(
+    client: AsyncClient, owner: Owner, spec: MemoryStoreSpec, meta: dict[str, Any]
+) -> None:
+    """Scheduled backups and retention (backups.keep_schedule): never fails the reconcile."""
+    if spec.backup is None or spec.backup.schedule is None:
+        return
+    created = backups.parse_time(meta.get("creationTimestamp")) or dt.datetime.now(dt.UTC)
+    try:
+        await backups.keep_schedule(client, owner, spec, created, dt.datetime.now(dt.UTC))
+    except ApiError as exc:
+        log.warning("%s/%s: scheduled backups: %s", owner.namespace, owner.name, exc.status.message)
 
 
 async def _ensure_service_key(
@@ -350,29 +406,7 @@ async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreS
 async def _post_event(
     client: AsyncClient, body: dict[str, Any], reason: str, message: str, warning: bool
 ) -> None:
-    meta = body["metadata"]
-    now = dt.datetime.now(dt.UTC)
-    event = Event(
-        metadata=ObjectMeta(generateName=f"{meta['name']}.", namespace=meta["namespace"]),
-        involvedObject=ObjectReference(
-            apiVersion=f"{GROUP}/{VERSION}",
-            kind=KIND,
-            name=meta["name"],
-            namespace=meta["namespace"],
-            uid=meta["uid"],
-        ),
-        reason=reason,
-        message=message,
-        type="Warning" if warning else "Normal",
-        source=EventSource(component="memorystore-operator"),
-        firstTimestamp=now,
-        lastTimestamp=now,
-        count=1,
-    )
-    try:
-        await client.create(event)
-    except ApiError as exc:  # an event is best effort, never a reason to fail a reconcile
-        log.warning("could not post event for %s: %s", meta["name"], exc.status.message)
+    await backups.post_event(client, KIND, body["metadata"], reason, message, warning)
 
 
 async def resync(reconciler: Reconciler, namespaces: list[str] | None) -> None:
@@ -437,3 +471,12 @@ async def on_change(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Reconcile the live object (not kopf's copy of the event) and write its status; kopf
     retries when this raises."""
     await memo.reconciler.run(body["metadata"]["namespace"], body["metadata"]["name"])
+
+
+@kopf.on.create(GROUP, VERSION, BACKUP_PLURAL)
+@kopf.on.resume(GROUP, VERSION, BACKUP_PLURAL)
+async def on_backup(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Take a MemoryStoreBackup (backups.run_backup): from the live object, once; a
+    finished one is left alone. Its outcome is its status, so this never raises for it."""
+    meta = body["metadata"]
+    await backups.run_backup(memo.reconciler.client, meta["namespace"], meta["name"])

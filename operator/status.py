@@ -29,6 +29,10 @@ SERVICE_READY = "ServiceReady"
 # False when another store in the namespace would admit the same agent pods (a warning:
 # Ready and the phase do not depend on it).
 AGENT_PODS_ISOLATED = "AgentPodsIsolated"
+# With spec.backup: whether the backup target's claim exists and is mounted (a warning too).
+BACKUP_READY = "BackupReady"
+# With spec.restore: whether the store was restored from its backup.
+RESTORED = "Restored"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,15 @@ class Observed:
     agent_pod_label: str | None = None
     shared_agent_pods: str | None = None  # why another store admits the same pods, if one does
     service_key: ServiceKeyStatus | None = None  # generation and grace deadline, never a key
+    # The condition reason of `spec_error` (InvalidSpec unless e.g. RestoreMismatch).
+    spec_error_reason: ConditionReason = ConditionReason.INVALID_SPEC
+    # spec.backup.volume's claim: (claim, exists); None without spec.backup.
+    backup_target: tuple[str, bool] | None = None
+    # spec.restore.fromBackup (None without spec.restore), and while the service is held back
+    # for it (reason, message); a failed restore init container's message.
+    restore_from: str | None = None
+    restore_waiting: tuple[ConditionReason, str] | None = None
+    restore_failure: str | None = None
 
 
 DELETING_MESSAGE = (
@@ -137,11 +150,12 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         kept = {k: v for k, v in previous if v is not None and getattr(status, k) is None}
         return status.model_copy(update=kept)
     if observed.spec_error:
+        why = observed.spec_error_reason
         conds = set_condition(
-            conds, SPEC_VALID, ConditionStatus.FALSE, R.INVALID_SPEC, observed.spec_error, now, gen
+            conds, SPEC_VALID, ConditionStatus.FALSE, why, observed.spec_error, now, gen
         )
         conds = set_condition(
-            conds, READY, ConditionStatus.FALSE, R.INVALID_SPEC, observed.spec_error, now, gen
+            conds, READY, ConditionStatus.FALSE, why, observed.spec_error, now, gen
         )
         return _status(observed, conds, Phase.FAILED)
     conds = set_condition(conds, SPEC_VALID, ConditionStatus.TRUE, R.VALID, "", now, gen)
@@ -160,7 +174,11 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         vs_msg = f"external Qdrant at {observed.external_vector_store}"
     else:
         vs_ok, vs_reason, vs_msg = workload_state(observed.vector_store)
-    if observed.tls_pending:  # no certificate to mount: the pods cannot start either
+    if observed.restore_waiting:  # no Deployment until the backup to restore is there
+        svc_ok, (svc_reason, svc_msg) = False, observed.restore_waiting
+    elif observed.restore_failure:
+        svc_ok, svc_reason, svc_msg = False, R.RESTORE_FAILED, observed.restore_failure
+    elif observed.tls_pending:  # no certificate to mount: the pods cannot start either
         pending, svc_msg = observed.tls_pending
         svc_ok, svc_reason = False, ConditionReason(pending)
     elif observed.missing_secrets:  # the pods cannot start on a real node, whatever they report
@@ -201,6 +219,8 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             gen,
         )
 
+    conds = _backup_conditions(observed, conds, svc_ok, svc_reason, svc_msg, now)
+
     if observed.suspended:
         conds = set_condition(
             conds,
@@ -233,6 +253,69 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
     return _status(observed, conds, Phase.DEGRADED if was_ready else Phase.PENDING)
 
 
+def _backup_conditions(
+    observed: Observed,
+    conds: list[Condition],
+    svc_ok: bool,
+    svc_reason: ConditionReason,
+    svc_msg: str,
+    now: str,
+) -> list[Condition]:
+    """BackupReady (with spec.backup) and Restored (with spec.restore); absent otherwise."""
+    gen = observed.generation
+    if observed.backup_target is None:
+        conds = [c for c in conds if c.type != BACKUP_READY]
+    else:
+        claim, exists = observed.backup_target
+        if exists:
+            conds = set_condition(
+                conds,
+                BACKUP_READY,
+                ConditionStatus.TRUE,
+                R.BACKUP_TARGET_READY,
+                f"the memory service mounts PersistentVolumeClaim {claim} at /backups",
+                now,
+                gen,
+            )
+        else:
+            conds = set_condition(
+                conds,
+                BACKUP_READY,
+                ConditionStatus.FALSE,
+                R.BACKUP_TARGET_MISSING,
+                f"PersistentVolumeClaim {claim} (spec.backup.volume.claimName) does not exist: "
+                "the memory service runs without it and backups fail until it is created",
+                now,
+                gen,
+            )
+    if observed.restore_from is None:
+        return [c for c in conds if c.type != RESTORED]
+    before = next((c for c in conds if c.type == RESTORED), None)
+    source = f"MemoryStoreBackup {observed.restore_from}"
+    if before is not None and before.status == ConditionStatus.TRUE:
+        return conds  # restored once: that stays true
+    if svc_ok:
+        return set_condition(
+            conds,
+            RESTORED,
+            ConditionStatus.TRUE,
+            R.RESTORED,
+            f"restored from {source}; the memory service is ready",
+            now,
+            gen,
+        )
+    if svc_reason in (R.BACKUP_NOT_FOUND, R.BACKUP_NOT_READY, R.RESTORE_FAILED):
+        reason, message = svc_reason, svc_msg
+    else:
+        reason, message = R.RESTORING, f"restoring from {source}: {svc_msg}"
+    return set_condition(conds, RESTORED, ConditionStatus.FALSE, reason, message, now, gen)
+
+
+def restored(previous: MemoryStoreStatus) -> bool:
+    """The store already reported Restored=True (its restore is done)."""
+    return any(c.type == RESTORED and c.status == ConditionStatus.TRUE for c in previous.conditions)
+
+
 def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryStoreStatus:
     order = {
         READY: 0,
@@ -240,6 +323,8 @@ def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryS
         VECTOR_STORE_READY: 2,
         SERVICE_READY: 3,
         AGENT_PODS_ISOLATED: 4,
+        BACKUP_READY: 5,
+        RESTORED: 6,
     }
     return MemoryStoreStatus(
         observed_generation=observed.generation,

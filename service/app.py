@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel
 
 from memorystore.config import ServiceConfig
 from memorystore.recall import pack
+from memorystore.service import backup
 from memorystore.service.auth import KeyRing
 from memorystore.service.consolidation import Consolidator
 from memorystore.service.engine import (
@@ -31,13 +32,21 @@ from memorystore.service.engine import (
     NotFound,
     id_problem,
 )
+from memorystore.service.exports import ExportStore
 from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
 from memorystore.service.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from memorystore.service.portability import FormatError, build_export, import_document
 from memorystore.service.reindex import Progress, Reindexer, describe
 from memorystore.service.schemas import (
     AddRequest,
+    BackupRequest,
+    BatchDeleteRequest,
+    BatchUpdateRequest,
     EndSessionRequest,
     ExchangeRequest,
+    ExportDocument,
+    ExportGetRequest,
+    ExportRequest,
     ListRequest,
     RecallRequest,
     ScopeError,
@@ -186,6 +195,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     engine = MemoryEngine(cfg)
     idem = IdempotencyStore(cfg.path_in_data_dir(None, "idempotency.db"))
     journal = SessionJournal(cfg.path_in_data_dir(None, "sessions.db"))
+    exports = ExportStore(cfg.path_in_data_dir(None, "exports.db"))
     consolidator = Consolidator(engine, journal)
     background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
     metrics = Metrics(engine.count)
@@ -215,6 +225,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await running
         journal.close()
+        exports.close()
         idem.close()
         engine.close()
 
@@ -397,6 +408,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             raise HTTPException(400, "a scope is required: give user_id, agent_id or run_id")
         deleted = await engine.delete_all(scope)
         await asyncio.to_thread(journal.forget, scope)
+        await asyncio.to_thread(exports.forget, scope)  # no copy outlives the deletion
         return {"message": "Memories deleted successfully!", "deleted": deleted}
 
     @api.get("/v1/memories/{memory_id}/history/")
@@ -426,6 +438,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         scope = EntityIds(**{key: name})
         deleted = await engine.delete_all(scope)
         await asyncio.to_thread(journal.forget, scope)
+        await asyncio.to_thread(exports.forget, scope)  # no copy outlives the deletion
         return {"message": "Entity deleted successfully.", "deleted": deleted}
 
     @api.post("/v1/sessions/{session_id}/exchanges/")
@@ -469,6 +482,119 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         task.add_done_callback(background.discard)
         return JSONResponse({"session_id": session_id, "status": "consolidating"}, 202)
 
+    # --- batch calls, exports and imports (service/portability.py) --------------------------
+
+    def distinct_ids(ids: list[str]) -> None:
+        first: dict[str, int] = {}
+        for i, memory_id in enumerate(ids):
+            if memory_id in first:
+                raise HTTPException(
+                    422,
+                    f"memories[{i}].memory_id: {memory_id} is given twice "
+                    f"(also memories[{first[memory_id]}])",
+                )
+            first[memory_id] = i
+
+    def whole_scope(rest: dict[str, Any]) -> None:
+        if rest:
+            raise HTTPException(
+                422,
+                f"filters.{next(iter(rest))}: an export holds a whole scope; only user_id, "
+                "agent_id and run_id are accepted",
+            )
+
+    @api.put("/v1/batch/")
+    async def batch_update(body: BatchUpdateRequest) -> dict[str, Any]:
+        """Update up to 1000 memories by id; all are checked before any is changed."""
+        distinct_ids([item.memory_id for item in body.memories])
+        cap = limits.max_memory_chars
+        for i, item in enumerate(body.memories):
+            if item.text is None and item.metadata is None:
+                raise HTTPException(422, f"memories[{i}]: give `text` or `metadata` to update")
+            if item.text is not None and len(item.text) > cap:
+                raise HTTPException(
+                    422, f"memories[{i}].text is longer than limits.maxMemoryChars ({cap})"
+                )
+            try:
+                check_metadata(item.metadata)
+            except ScopeError as exc:
+                raise HTTPException(400, f"memories[{i}].{exc}") from None
+        items = [(item.memory_id, item.text, item.metadata) for item in body.memories]
+        updated = await engine.batch_update(items)
+        return {"message": f"Successfully updated {updated} memories"}
+
+    @api.delete("/v1/batch/")
+    async def batch_delete(body: BatchDeleteRequest) -> dict[str, Any]:
+        """Delete up to 1000 memories by id; all are checked before any is deleted."""
+        ids = [item.memory_id for item in body.memories]
+        distinct_ids(ids)
+        deleted = await engine.batch_delete(ids)
+        return {"message": f"Successfully deleted {deleted} memories"}
+
+    @api.post("/v1/exports/")
+    async def create_export(body: ExportRequest) -> dict[str, Any]:
+        """Export one scope's memories now (format: service/portability.py), kept 7 days."""
+        scope, rest = scoped(body, body.filters)
+        whole_scope(rest)
+        document = await build_export(engine, cfg.tenant, scope, body.export_schema)
+        await asyncio.to_thread(exports.put, scope, document)
+        return {
+            "message": "Memory export request received. The export will be ready in a few seconds.",
+            "id": document["id"],
+        }
+
+    @api.post("/v1/exports/get/")
+    async def get_export(body: ExportGetRequest) -> dict[str, Any]:
+        """An export by `memory_export_id`, else the latest one of exactly the scope given."""
+        named = body.filters or any(getattr(body, key) for key in ENTITY_TYPES.values())
+        scope = None
+        if named or body.memory_export_id is None:
+            scope, rest = scoped(body, body.filters)
+            whole_scope(rest)
+        if body.memory_export_id is not None:
+            found = await asyncio.to_thread(exports.get, body.memory_export_id)
+            if found is None or (scope is not None and found[0] != scope):
+                raise HTTPException(
+                    404, f"memory_export_id: no export {body.memory_export_id} in this scope"
+                )
+            return found[1]
+        assert scope is not None
+        document = await asyncio.to_thread(exports.latest, scope)
+        if document is None:
+            raise HTTPException(404, f"no export of the scope {scope.filters()} (or expired)")
+        return document
+
+    @api.post("/v1/imports/")
+    async def import_memories(body: ExportDocument) -> dict[str, Any]:
+        """Write an export's memories back (ids, history and all); existing ids are skipped."""
+        try:
+            return await import_document(engine, body, limits.max_memory_chars)
+        except FormatError as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    backup_errors: dict[int | str, dict[str, Any]] = {
+        code: {"model": Problem, "description": text}
+        for code, text in (
+            (409, "No backup target (backup.path), or a backup of that name exists"),
+            (503, "The backup target is missing or not writable"),
+            (507, "The backup target is full"),
+        )
+    }
+
+    @api.post("/v1/backups/", responses=backup_errors)
+    async def take_backup(body: BackupRequest) -> dict[str, Any]:
+        """Back the whole store up into backup.path while it serves (writes wait meanwhile)."""
+        return await backup.take(engine, cfg.path_in_data_dir(None, "sessions.db"), body.name)
+
+    @api.get("/v1/backups/{name}/", responses=backup_errors)
+    async def describe_backup(name: str) -> dict[str, Any]:
+        return await asyncio.to_thread(backup.describe, cfg, name)
+
+    @api.delete("/v1/backups/{name}/", responses=backup_errors)
+    async def remove_backup(name: str) -> dict[str, str]:
+        await asyncio.to_thread(backup.remove, cfg, name)
+        return {"message": f"backup {name} deleted"}
+
     app.include_router(api)
 
     @app.get("/healthz", include_in_schema=False)
@@ -490,6 +616,10 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint() -> Response:
         return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.exception_handler(backup.BackupError)
+    async def backup_failed(_: Request, exc: backup.BackupError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, exc.status)
 
     @app.exception_handler(NotFound)
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:

@@ -25,7 +25,7 @@ import json
 import re
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,21 @@ class EdgeVectorStore(VectorStoreBase):
         except ValueError:  # Not parseable as a point id, so no point can have it.
             return None
         return _output(records[0]) if records else None
+
+    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
+        """Every point as (id, dense vector, payload), a page at a time (backups)."""
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset, limit=batch, with_payload=True, with_vector=True
+            )
+            records, offset = self._open().scroll(request)
+            for record in records:
+                stored = record.vector
+                vector = stored[""] if isinstance(stored, dict) else stored
+                yield str(record.id), list(vector), dict(record.payload or {})
+            if offset is None:
+                return
 
     def count(self, filters: dict[str, Any] | None = None) -> int:
         """Exact number of points matching the filters."""

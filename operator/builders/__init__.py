@@ -35,7 +35,7 @@ from memorystore.operator.builders.memory_service import (
     memory_deployment,
     memory_service,
 )
-from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
 from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
 from memorystore.operator.builders.qdrant import (
     qdrant_headless_service,
@@ -46,7 +46,16 @@ from memorystore.spec import MemoryStoreSpec
 
 
 def desired_children(
-    owner: Owner, spec: MemoryStoreSpec, images: Images, keys: Keys, *, ca_cert: str | None = None
+    owner: Owner,
+    spec: MemoryStoreSpec,
+    images: Images,
+    keys: Keys,
+    *,
+    ca_cert: str | None = None,
+    backup_claim: str | None = None,
+    restore: Restore | None = None,
+    operator_pods: OperatorPods | None = None,
+    service: bool = True,
 ) -> list[dict[str, Any]]:
     """Every child but the keys Secret, in apply order: network policies before the pods
     they protect, Services before the StatefulSet that names one, each disruption budget
@@ -54,14 +63,21 @@ def desired_children(
     Needs a spec `check_spec` accepted.
 
     `ca_cert` is the CA agents must trust (the apply layer reads it from the TLS Secrets);
-    the certificate Secrets themselves are written by the apply layer, not applied here."""
-    service_text = render_service_config(owner, service_config(owner, spec))
+    the certificate Secrets themselves are written by the apply layer, not applied here.
+    What the apply layer observed comes in too, so the builders stay pure: `backup_claim`
+    is spec.backup.volume's claim when it exists (mounted, and named in the service config;
+    a missing one is simply not mounted), `restore` the Succeeded backup spec.restore names,
+    `operator_pods` the operator's pods (admitted to the service), and `service=False`
+    leaves the Deployment out (a restore waiting for its backup)."""
+    service_text = render_service_config(
+        owner, service_config(owner, spec, backup=backup_claim is not None)
+    )
     client_text = render_client_config(owner, client_config(owner, spec, ca_cert))
     managed = spec.vector_store.managed is not None
     children: list[dict[str, Any]] = []
     if managed:
         children.append(qdrant_network_policy(owner))
-    children.append(memory_network_policy(owner, spec))
+    children.append(memory_network_policy(owner, spec, operator_pods))
     if managed:
         children += [
             qdrant_headless_service(owner),
@@ -73,7 +89,14 @@ def desired_children(
         memory_config_map(owner, service_text),
         memory_data_claim(owner, spec),
         memory_disruption_budget(owner),
-        memory_deployment(owner, spec, images, service_text),
+    ]
+    if service:
+        children.append(
+            memory_deployment(
+                owner, spec, images, service_text, backup_claim=backup_claim, restore=restore
+            )
+        )
+    children += [
         memory_service(owner, spec),
         client_config_map(owner, client_text, ca_cert if spec.tls.enabled else None),
         client_secret(owner, keys),

@@ -12,6 +12,7 @@ from memorystore.config import ClientConfig, ServiceConfig
 from memorystore.operator import names
 from memorystore.operator.builders.model import Owner
 from memorystore.operator.builders.paths import (
+    BACKUP_DIR,
     CLIENT_CA_FILE,
     CLIENT_KEY_FILE,
     DATA_DIR,
@@ -28,14 +29,17 @@ from memorystore.operator.builders.paths import (
 from memorystore.spec import MemoryStoreSpec
 
 
-def service_config(owner: Owner, spec: MemoryStoreSpec) -> ServiceConfig:
+def service_config(owner: Owner, spec: MemoryStoreSpec, *, backup: bool = False) -> ServiceConfig:
     """The config the memory service runs with: every secret an `{env: VAR}` reference.
+    `backup`: spec.backup.volume's claim exists and is mounted, so backups go there.
 
     Needs a spec `check_spec` accepted (it checks these same data against the model)."""
-    return ServiceConfig.model_validate(service_config_data(owner, spec))
+    return ServiceConfig.model_validate(service_config_data(owner, spec, backup=backup))
 
 
-def service_config_data(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
+def service_config_data(
+    owner: Owner, spec: MemoryStoreSpec, *, backup: bool = False
+) -> dict[str, Any]:
     """The service config's fields before validation, so that `check_spec` can name the spec
     field behind each problem. Needs a spec with one vector store tier and a SQLite history."""
     vs = spec.vector_store
@@ -83,6 +87,8 @@ def service_config_data(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
         data["llm"] = llm
     if spec.tls.enabled:
         data["tls"] = {"certFile": TLS_CERT_FILE, "keyFile": TLS_KEY_FILE}
+    if backup:
+        data["backup"] = {"path": BACKUP_DIR}
     return data
 
 

@@ -21,13 +21,15 @@ from memorystore.operator.builders.common import (
 )
 from memorystore.operator.builders.configs import config_checksum
 from memorystore.operator.builders.disruption import spread_over_nodes
-from memorystore.operator.builders.model import Images, Owner
+from memorystore.operator.builders.model import Images, Owner, Restore
 from memorystore.operator.builders.paths import (
+    BACKUP_DIR,
     CONFIG_DIR,
     DATA_DIR,
     ENV_EMBEDDER_KEY,
     ENV_LLM_KEY,
     ENV_QDRANT_KEY,
+    RESTORE_DIR,
     SERVICE_CONFIG_PATH,
     SERVICE_KEY_DIR,
     SERVICE_UID,
@@ -111,11 +113,80 @@ def _tls_volumes(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
     ]
 
 
-def memory_deployment(
-    owner: Owner, spec: MemoryStoreSpec, images: Images, config_text: str
+BACKUP_VOLUME = "backups"
+RESTORE_VOLUME = "restore"
+RESTORE_CONTAINER = "restore"
+
+
+def _backup_parts(
+    backup_claim: str | None, restore: Restore | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(service mounts, restore-only mounts, volumes) for the backup target and a restore.
+
+    The target is mounted only when its claim exists (`backup_claim`), so a missing claim
+    never keeps the service from starting. A backup on the store's own target is read
+    through the same volume (a claim mounted once per pod)."""
+    mounts, restore_mounts, volumes = [], [], []
+    if backup_claim is not None:
+        mounts.append({"mountPath": BACKUP_DIR, "name": BACKUP_VOLUME})
+        volumes.append(
+            {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": backup_claim}}
+        )
+    if restore is not None:
+        shared = restore.claim == backup_claim
+        name = BACKUP_VOLUME if shared else RESTORE_VOLUME
+        restore_mounts.append({"mountPath": RESTORE_DIR, "name": name, "readOnly": True})
+        if not shared:
+            volumes.append(
+                {
+                    "name": RESTORE_VOLUME,
+                    "persistentVolumeClaim": {"claimName": restore.claim, "readOnly": True},
+                }
+            )
+    return mounts, restore_mounts, volumes
+
+
+def restore_container(
+    service: dict[str, Any], restore: Restore, mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    """The init container that restores the backup into the store's empty data before the
+    service starts: the service's image, env and mounts, plus the backup read-only. The CLI
+    refuses a corrupt or mismatched backup or a non-empty store before writing anything, and
+    re-running it on the store it restored is a no-op, so a restarted pod starts normally.
+    Its error output becomes the termination message the operator reports."""
+    return {
+        "args": [
+            "restore",
+            "--config",
+            SERVICE_CONFIG_PATH,
+            "--from",
+            f"{RESTORE_DIR}/{restore.path}",
+        ],
+        "env": service["env"],
+        "image": service["image"],
+        "imagePullPolicy": service["imagePullPolicy"],
+        "name": RESTORE_CONTAINER,
+        "resources": service["resources"],
+        "securityContext": RESTRICTED_CONTAINER,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [*service["volumeMounts"], *mounts],
+    }
+
+
+def memory_deployment(
+    owner: Owner,
+    spec: MemoryStoreSpec,
+    images: Images,
+    config_text: str,
+    *,
+    backup_claim: str | None = None,
+    restore: Restore | None = None,
+) -> dict[str, Any]:
+    """The memory service. `backup_claim`: spec.backup.volume's claim, when it exists
+    (mounted at /backups); `restore`: a backup to restore first (an init container)."""
     store = owner.name
     port, https = _memory_port(spec), spec.tls.enabled
+    backup_mounts, restore_mounts, backup_volumes = _backup_parts(backup_claim, restore)
     container = {
         "args": ["serve", "--config", SERVICE_CONFIG_PATH],
         "env": _memory_env(owner, spec),
@@ -140,8 +211,10 @@ def memory_deployment(
             {"mountPath": SERVICE_KEY_DIR, "name": "service-key", "readOnly": True},
             *_tls_mounts(spec),
             {"mountPath": "/tmp", "name": "tmp"},
+            *backup_mounts,
         ],
     }
+    init = [restore_container(container, restore, restore_mounts)] if restore else []
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -164,6 +237,7 @@ def memory_deployment(
                     "automountServiceAccountToken": False,
                     "containers": [container],
                     "enableServiceLinks": False,
+                    **({"initContainers": init} if init else {}),
                     "securityContext": pod_security(SERVICE_UID),
                     **placement(spec.service.node_selector, spec.service.tolerations),
                     **spread_over_nodes(store, names.MEMORY_SERVICE, spec.service.replicas),
@@ -189,6 +263,7 @@ def memory_deployment(
                         },
                         *_tls_volumes(owner, spec),
                         {"emptyDir": {}, "name": "tmp"},
+                        *backup_volumes,
                     ],
                 },
             },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -41,3 +42,38 @@ class Keys:
 
     service_api_key: str
     qdrant_api_key: str
+
+
+@dataclass(frozen=True)
+class OperatorPods:
+    """Where the operator's own pods are, so a store's NetworkPolicy admits them to the
+    memory service (the operator calls its backup API). From the chart's env vars; running
+    outside a cluster there are none, and no peer is added."""
+
+    namespace: str
+    labels: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OperatorPods | None:
+        """MEMORYSTORE_OPERATOR_NAMESPACE and MEMORYSTORE_OPERATOR_POD_LABELS (a JSON object
+        of the pods' labels); None unless both are set and the labels are a non-empty object
+        of strings (an empty selector would admit every pod of that namespace)."""
+        namespace = env.get("MEMORYSTORE_OPERATOR_NAMESPACE", "").strip()
+        try:
+            labels = json.loads(env.get("MEMORYSTORE_OPERATOR_POD_LABELS") or "null")
+        except ValueError:
+            return None
+        if not namespace or not isinstance(labels, dict) or not labels:
+            return None
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            return None
+        return cls(namespace, tuple(sorted(labels.items())))
+
+
+@dataclass(frozen=True)
+class Restore:
+    """A backup to restore before the service starts (spec.restore.fromBackup, Succeeded):
+    the claim that holds it and its directory on that claim."""
+
+    claim: str
+    path: str

@@ -6,7 +6,7 @@ from typing import Any
 
 from memorystore.operator import names
 from memorystore.operator.builders.common import metadata
-from memorystore.operator.builders.model import Owner
+from memorystore.operator.builders.model import OperatorPods, Owner
 from memorystore.operator.isolation import admitted_selectors
 from memorystore.spec import MemoryStoreSpec
 
@@ -38,15 +38,30 @@ def qdrant_network_policy(owner: Owner) -> dict[str, Any]:
     }
 
 
-def memory_network_policy(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
-    """Only this store's agent pods reach the memory service, on its one port.
+def operator_peer(pods: OperatorPods) -> dict[str, Any]:
+    """The operator's own pods (it calls the backup API): exactly its namespace, by the
+    name label the API server sets on every namespace, and its pods' labels there."""
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": pods.namespace}},
+        "podSelector": {"matchLabels": dict(pods.labels)},
+    }
+
+
+def memory_network_policy(
+    owner: Owner, spec: MemoryStoreSpec, operator_pods: OperatorPods | None = None
+) -> dict[str, Any]:
+    """Only this store's agent pods (and the operator) reach the memory service, on its port.
 
     Admitted: pods labelled `memorystore.dev/client: <store>` (unique to the store), plus
     the pods `spec.allowedAgentPods` matches. A podSelector without a namespaceSelector
-    matches pods of this namespace only, so no pod of another namespace is ever admitted.
+    matches pods of this namespace only, so no agent pod of another namespace is ever
+    admitted. With `operator_pods` (the operator runs in a cluster) the operator's pods too,
+    by their namespace and labels, for backups.
     """
     store = owner.name
     peers = [{"podSelector": {"matchLabels": s}} for s in admitted_selectors(store, spec)]
+    if operator_pods is not None:
+        peers.append(operator_peer(operator_pods))
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -27,6 +27,10 @@ TLS_DIR = "/var/run/secrets/memorystore/tls"
 TLS_CERT_FILE = f"{TLS_DIR}/{names.TLS_CERT}"
 TLS_KEY_FILE = f"{TLS_DIR}/{names.TLS_KEY}"
 TLS_FILE_MODE = 0o440  # root:fsGroup, readable by the service's group only
+# spec.backup.volume's claim (the service writes <BACKUP_DIR>/<backup name>/), and the claim
+# of a backup being restored, read-only, in the restore init container.
+BACKUP_DIR = "/backups"
+RESTORE_DIR = "/restore"
 # The config file names these variables; the Deployment fills them from Secrets.
 ENV_QDRANT_KEY = "QDRANT_API_KEY"
 ENV_EMBEDDER_KEY = "EMBEDDER_API_KEY"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.operator.crd import BACKUP_CRD_NAME, BACKUP_CRD_PATH, CRD_NAME, CRD_PATH
 from memorystore_dev.devcluster.target import Kube, kube_for_tests
 from memorystore_dev.operator_process import start_operator, stop_operator
 from support.real_node import RealNodeRun, real_node_run
@@ -73,13 +73,14 @@ def operator_log(tmp_path: Path) -> Iterator[Path]:
 def run_operator(
     kube: Kube, namespace: str, operator_log: Path
 ) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """`run_operator(**start_operator options)`: the CRD applied, an operator watching the
+    """`run_operator(**start_operator options)`: the CRDs applied, an operator watching the
     test's namespace (resync every 2 s); every one started is stopped at the end."""
     started: list[subprocess.Popen[bytes]] = []
 
     def run(**options: object) -> subprocess.Popen[bytes]:
-        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_PATH))
-        kube.wait_established(CRD_NAME)
+        for path, name in ((CRD_PATH, CRD_NAME), (BACKUP_CRD_PATH, BACKUP_CRD_NAME)):
+            kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+            kube.wait_established(name)
         options.setdefault("resync_seconds", 2)
         started.append(start_operator(kube.kubeconfig, namespace, operator_log, **options))
         return started[-1]

@@ -865,3 +865,44 @@ def test_every_example_is_accepted_by_the_api_server(kube: Kube, namespace: str,
         "apply", "--validate=strict", "--dry-run=server", "-n", namespace, "-f", str(path)
     )
     assert "created (server dry run)" in result.stdout
+
+
+# --- backups and restore ----------------------------------------------------------------------
+
+BACKUP = {"volume": {"claimName": "mem-backups"}, "schedule": "0 3 * * *"}
+
+
+def test_a_backup_spec_is_defaulted_and_a_bad_one_refused_naming_the_field(
+    kube: Kube, namespace: str
+):
+    assert apply(kube, namespace, {"backup": BACKUP}).returncode == 0
+    assert stored_spec(kube, namespace)["backup"] == {**BACKUP, "retention": 7}
+    for backup, message in (
+        ({**BACKUP, "schedule": "0 3 * *"}, "spec.backup.schedule: Invalid value"),
+        ({**BACKUP, "retention": 0}, "spec.backup.retention: Invalid value"),
+        ({"volume": {"claimName": "Bad_Claim"}}, "spec.backup.volume.claimName: Invalid value"),
+        ({"schedule": "0 3 * * *"}, "spec.backup.volume: Required value"),
+    ):
+        result = apply(kube, namespace, {"backup": backup}, name="bad")
+        assert result.returncode != 0, f"accepted: {backup}"
+        assert message in result.stderr, result.stderr
+
+
+def test_restore_is_set_only_when_the_store_is_created(kube: Kube, namespace: str):
+    restore = {"restore": {"fromBackup": "old-202612010300"}}
+    assert apply(kube, namespace, restore, name="restored").returncode == 0
+    assert stored_spec(kube, namespace, "restored")["restore"] == restore["restore"]
+    message = (
+        "spec.restore cannot be changed, added or removed: a store is restored from a backup "
+        "only when it is created; create a new MemoryStore with spec.restore.fromBackup to "
+        "restore one"
+    )
+    for spec, name in (
+        ({"restore": {"fromBackup": "other"}}, "restored"),  # changed
+        ({}, "restored"),  # removed
+    ):
+        result = apply(kube, namespace, spec, name=name)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert apply(kube, namespace, {}, name="plain").returncode == 0
+    added = apply(kube, namespace, restore, name="plain")  # added to an existing store
+    assert added.returncode != 0 and message in added.stderr, added.stderr

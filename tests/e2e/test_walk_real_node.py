@@ -15,7 +15,10 @@ d. The memory-service pod is deleted: its replacement serves the same memories (
 e. The enforced NetworkPolicy: a pod of tenant A's namespace without the label and a pod of
    another namespace WITH it cannot connect; the labelled agent can.
 f. A spec change rolls the service (new config checksum): memories survive.
-g. `helm uninstall`: the MemoryStore, the CRD and the data remain.
+h. Backups and restore: a claim for backups, a MemoryStoreBackup taken by the operator's pod
+   from the serving pod; the store deleted; a new store with spec.restore starts from the
+   backup (its init container) and answers session 2 exactly as the old store did.
+g. `helm uninstall`: the MemoryStore (the restored one), the CRD and the data remain.
 
 Needs root and the packages of `make node-deps`; otherwise it skips with the reason, and
 under CI=true that skip is a failure (the `real_node` fixture and the image harness).
@@ -557,6 +560,9 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         s4 = session(kube, shown, built.service, "agent-s4", "s4", "s2")
         assert_recalled(s4)
 
+    # h. a backup from the serving pod; the store deleted; restored into a new store
+    store = backup_and_restore(kube, shown, built, store, s4, steps)
+
     # g. helm uninstall keeps the store, the CRD and the data
     with steps.step("g. helm uninstall → store, CRD and data remain"):
         helm(kube, "uninstall", RELEASE, "-n", SYSTEM_NS)
@@ -576,6 +582,106 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         assert "history.db" in files and any(f.startswith("qdrant/") for f in files), files
         # the facts themselves are on the volume (SQLite history and engine payloads)
         assert any(b"Hangzhou" in (folder / f).read_bytes() for f in files)
+
+
+# --- h. backup and restore ----------------------------------------------------------------------
+
+BACKUP = "walk-backup"
+RESTORED = "acme-restored"
+
+
+def for_store(shown: Readme, old: str, new: str) -> Readme:
+    """The README's agent pod for another store: its label, ConfigMap and Secret renamed."""
+    template = json.loads(json.dumps(shown.agent_template).replace(f'"{old}', f'"{new}'))
+    return Readme(shown.commands, template, shown.placement)
+
+
+def backup_phase(kube: Kube) -> dict[str, Any] | None:
+    status = kube.get("msbackup", BACKUP, "-n", TENANTS).get("status") or {}
+    return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+
+def backup_and_restore(
+    kube: Kube, shown: Readme, built: WalkImages, store: str, before: dict[str, Any], steps: Steps
+) -> str:
+    """The README's "Backups and restore": a backup taken by the operator pod from the
+    serving pod onto a claim; the store deleted; a new store restored from the backup by its
+    init container answers as the old one did. Returns the new store's name."""
+    claim = f"{store}-backups"
+    with steps.step("h. backup target + MemoryStoreBackup → Succeeded from the serving pod"):
+        pvc = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        kube.apply(json.dumps(pvc), "-n", TENANTS)
+        serving = ready_service_pod(kube, store)
+        assert serving is not None
+        kube.kubectl(
+            "patch", "mstore", store, "-n", TENANTS, "--type=merge",
+            "-p", json.dumps({"spec": {"backup": {"volume": {"claimName": claim}}}}),
+        )  # fmt: skip
+        generation = kube.get("mstore", store, "-n", TENANTS)["metadata"]["generation"]
+        pod = wait_for(
+            lambda: ready_service_pod(kube, store, not_uid=serving["metadata"]["uid"]),
+            timeout=READY_TIMEOUT,
+            every=2,
+        )  # the claim mounted at /backups: one rollout
+        assert any(
+            m["mountPath"] == "/backups" for m in pod["spec"]["containers"][0]["volumeMounts"]
+        )
+        wait_for(lambda: store_ready(kube, store, generation), timeout=120, every=2)
+        backup = {
+            "apiVersion": "memorystore.dev/v1alpha1",
+            "kind": "MemoryStoreBackup",
+            "metadata": {"name": BACKUP},
+            "spec": {"store": store},
+        }
+        kube.apply(json.dumps(backup), "-n", TENANTS)
+        status = wait_for(lambda: backup_phase(kube), timeout=READY_TIMEOUT, every=2)
+        assert status["phase"] == "Succeeded", status
+        assert status["memories"] >= len(FACTS) and status["historyEvents"] >= status["memories"]
+        assert status["sizeBytes"] > 0 and status["claimName"] == claim
+        assert status["embedder"]["dimensions"] == 384, status
+        _log(f"backup {BACKUP}: {json.dumps(status)}")
+        # taken while serving: the same pod, never restarted
+        same = ready_service_pod(kube, store)
+        assert same is not None and same["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert same["status"]["containerStatuses"][0]["restartCount"] == 0
+
+    with steps.step("h. store deleted → new store restored from the backup → same answers"):
+        kube.kubectl("delete", "mstore", store, "-n", TENANTS, "--wait=true")
+        wait_for(lambda: not service_pods(kube, store), timeout=180, every=2)
+        example = yaml.safe_load(EXAMPLE.read_text())
+        example["metadata"]["name"] = RESTORED
+        example["spec"].setdefault("service", {}).update(copy.deepcopy(shown.placement))
+        example["spec"]["restore"] = {"fromBackup": BACKUP}
+        kube.apply(json.dumps(example), "-n", TENANTS)
+
+        def restored_ready() -> dict[str, Any] | None:
+            status = kube.get("mstore", RESTORED, "-n", TENANTS).get("status") or {}
+            for condition in status.get("conditions", []):  # a failed restore fails now
+                assert condition["reason"] != "RestoreFailed", condition["message"]
+            return store_ready(kube, RESTORED)
+
+        body = wait_for(restored_ready, timeout=READY_TIMEOUT, every=2)
+        conditions = {c["type"]: c for c in body["status"]["conditions"]}
+        assert conditions["Restored"]["status"] == "True", conditions["Restored"]
+        pod = ready_service_pod(kube, RESTORED)
+        assert pod is not None
+        (init,) = pod["status"]["initContainerStatuses"]
+        assert init["name"] == "restore" and init["state"]["terminated"]["exitCode"] == 0, init
+        restored_shown = for_store(shown, store, RESTORED)
+        after = session(kube, restored_shown, built.service, "agent-r1", "r1", "s2")
+        assert_talked_to_the_store_over_verified_https(after, RESTORED)
+        assert_recalled(after)
+        assert after["memory_seen_by_model"] == before["memory_seen_by_model"]
+        assert after["answer"] == before["answer"]
+    return RESTORED
 
 
 # --- e. isolation ----------------------------------------------------------------------------

@@ -28,10 +28,10 @@ from kubernetes_validate.utils import SchemaNotFoundError, all_versions
 from lightkube import codecs
 
 from memorystore.cli import build_parser
-from memorystore.operator import apply, builders, handlers, watch
-from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator import apply, backups, builders, handlers, watch
+from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner
 from memorystore.operator.builders.secrets import keys_secret
-from memorystore.operator.crd import CRD_PATH
+from memorystore.operator.crd import BACKUP_CRD_PATH, CRD_PATH
 from memorystore.spec import MemoryStoreSpec
 from memorystore_dev.devcluster.build import ensure_tools
 
@@ -85,8 +85,25 @@ NAMESPACED_RULES: Rules = {
     ("", "services"): {"watch", "create", "patch"},
     ("networking.k8s.io", "networkpolicies"): {"watch", "create", "patch"},
     ("policy", "poddisruptionbudgets"): {"watch", "create", "patch"},
-    # ... plus apply.pending_claims (list by the store's label selector).
-    ("", "persistentvolumeclaims"): {"list", "watch", "create", "patch"},
+    # ... plus apply.pending_claims (list by the store's label selector) and
+    # backups.claim_exists / backups._preconditions (get spec.backup.volume's claim).
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch"},
+    # kopf watches MemoryStoreBackups (handlers.on_backup: create/resume) and keeps its
+    # annotations on them (patch); backups.get_backup and backups._run_backup read one;
+    # backups.keep_schedule lists a store's scheduled ones, creates the one due and deletes
+    # those past retention (backups._prune).
+    ("memorystore.dev", "memorystorebackups"): {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "patch",
+        "delete",
+    },
+    # backups._set_status merge-patches a backup's status.
+    ("memorystore.dev", "memorystorebackups/status"): {"patch"},
+    # backups.service_pods: the restore init container's termination message.
+    ("", "pods"): {"list"},
     # ... plus apply.get_workload (the two workloads' readiness for status).
     ("apps", "deployments"): {"get", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "watch", "create", "patch"},
@@ -219,6 +236,7 @@ def test_a_default_release_is_cluster_wide_with_labels_on_everything(helm: Path)
         "ClusterRole",
         "ClusterRoleBinding",
         "CustomResourceDefinition",
+        "CustomResourceDefinition",
         "Deployment",
         "Service",
         "ServiceAccount",
@@ -297,7 +315,7 @@ def test_the_command_line_parses_with_the_real_cli_and_the_probes_hit_its_endpoi
 
 
 def test_the_operator_gets_the_children_images_from_the_values(helm: Path):
-    env = {e["name"]: e["value"] for e in container(render(helm))["env"]}
+    env = {e["name"]: e["value"] for e in container(render(helm))["env"] if "value" in e}
     # the chart's defaults are the operator's own
     assert Images.from_env(env) == Images()
     assert env["MEMORYSTORE_SERVICE_IMAGE"] == Images.service
@@ -309,7 +327,7 @@ def test_the_operator_gets_the_children_images_from_the_values(helm: Path):
         "--set",
         "images.qdrant=registry.example.com/qdrant/qdrant:v9.9.9",
     )
-    env = {e["name"]: e["value"] for e in container(custom)["env"]}
+    env = {e["name"]: e["value"] for e in container(custom)["env"] if "value" in e}
     assert Images.from_env(env) == Images(
         service="registry.example.com/ms/memory-service:9.9.9",
         qdrant="registry.example.com/qdrant/qdrant:v9.9.9",
@@ -427,14 +445,16 @@ def _resource_types(module: Any) -> set[tuple[str, str]]:
 
 
 def test_the_rules_cover_every_resource_type_and_call_of_the_operator():
-    calls = _client_calls(handlers) | _client_calls(apply) | _client_calls(watch)
+    modules = (handlers, apply, watch, backups)
+    calls = set().union(*(_client_calls(m) for m in modules))
     assert calls <= CLIENT_VERBS.keys(), (
         f"the operator now calls client.{sorted(calls - CLIENT_VERBS.keys())}: add the verbs "
         "to the chart's RBAC, NAMESPACED_RULES and CLIENT_VERBS"
     )
     assert calls == CLIENT_VERBS.keys(), "a call went away: drop the verb it needed"
-    types = _resource_types(handlers) | _resource_types(apply) | _resource_types(watch)
+    types = set().union(*(_resource_types(m) for m in modules))
     assert ("memorystore.dev", "memorystores/status") in types
+    assert ("memorystore.dev", "memorystorebackups/status") in types
     missing = types - NAMESPACED_RULES.keys()
     assert not missing, f"the operator uses {sorted(missing)}, which the chart does not grant"
 
@@ -442,18 +462,48 @@ def test_the_rules_cover_every_resource_type_and_call_of_the_operator():
 # --- the CRD --------------------------------------------------------------------------------
 
 
-def test_the_chart_renders_the_generated_crd_and_keeps_it_on_uninstall(helm: Path):
-    linked = CHART / "files" / "memorystore-crd.yaml"
-    assert linked.is_symlink() and linked.resolve() == CRD_PATH.resolve(), (
-        "the chart must link to the generated crds/memorystore.yaml, never hold a copy"
+@pytest.mark.parametrize(
+    ("file", "generated"),
+    [("memorystore-crd.yaml", CRD_PATH), ("memorystorebackup-crd.yaml", BACKUP_CRD_PATH)],
+    ids=["memorystore", "memorystorebackup"],
+)
+def test_the_chart_renders_the_generated_crd_and_keeps_it_on_uninstall(
+    helm: Path, file: str, generated: Path
+):
+    linked = CHART / "files" / file
+    assert linked.is_symlink() and linked.resolve() == generated.resolve(), (
+        f"the chart must link to the generated crds/{generated.name}, never hold a copy"
     )
-    rendered = one(render(helm), "CustomResourceDefinition")
+    name = yaml.safe_load(generated.read_text())["metadata"]["name"]
+    (rendered,) = [
+        o
+        for o in of_kind(render(helm), "CustomResourceDefinition")
+        if o["metadata"]["name"] == name
+    ]
     meta = rendered["metadata"]
     assert meta.pop("annotations") == {"helm.sh/resource-policy": "keep"}
     labels = meta.pop("labels")
     assert labels["app.kubernetes.io/component"] == "crd"
     assert labels["app.kubernetes.io/managed-by"] == "Helm"
-    same(rendered, yaml.safe_load(CRD_PATH.read_text()))
+    same(rendered, yaml.safe_load(generated.read_text()))
+
+
+def test_the_operator_knows_its_own_pods_for_the_stores_network_policies(helm: Path):
+    """The memory services admit the operator's pods (backups): the chart tells it its
+    namespace (downward API) and the labels its Deployment selects on."""
+    deployment = one(render(helm, "--set", "podLabels.team=memory"), "Deployment")
+    env = {e["name"]: e for e in container([deployment])["env"]}
+    assert env["MEMORYSTORE_OPERATOR_NAMESPACE"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.namespace"}
+    }
+    labels = env["MEMORYSTORE_OPERATOR_POD_LABELS"]["value"]
+    pods = OperatorPods.from_env(
+        {"MEMORYSTORE_OPERATOR_NAMESPACE": NAMESPACE, "MEMORYSTORE_OPERATOR_POD_LABELS": labels}
+    )
+    assert pods is not None and pods.namespace == NAMESPACE
+    assert dict(pods.labels) == deployment["spec"]["selector"]["matchLabels"]
+    assert dict(pods.labels).items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert '"MEMORYSTORE_OPERATOR_POD_LABELS"' in Path(builders.model.__file__).read_text()
 
 
 def test_the_crd_can_be_left_out(helm: Path):

@@ -257,7 +257,13 @@ def test_cel_rules(schema):
         assert rule["rule"] == "self == oldSelf"
         assert rule["message"].startswith(f"{path} is immutable: ")
         assert "create a new MemoryStore" in rule["message"]
-    sqlite, embedded, embedded_volume = rules_at(schema, "spec")
+    sqlite, embedded, embedded_volume, restore = rules_at(schema, "spec")
+    assert restore["rule"] == (
+        "has(self.restore) == has(oldSelf.restore) "
+        "&& (!has(self.restore) || self.restore == oldSelf.restore)"
+    )
+    assert restore["fieldPath"] == ".restore"
+    assert restore["message"].startswith("spec.restore cannot be changed, added or removed: ")
     assert sqlite["rule"].endswith("self.service.replicas <= 1")
     assert "self.vectorStore.embedded" in embedded["rule"]
     assert embedded["rule"].endswith("self.service.replicas <= 1")
@@ -342,3 +348,82 @@ def test_every_condition_reason_is_documented(schema):
     assert reason["type"] == "string" and "enum" not in reason  # never refuse a status
     for member, meaning in CONDITION_REASONS.items():
         assert f"{member.value}: {meaning}" in reason["description"]
+
+
+# --- the MemoryStoreBackup CRD ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def backup_schema() -> dict[str, Any]:
+    return crd.render_backup_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_every_checked_in_crd_is_a_fresh_render(tmp_path, monkeypatch, capsys):
+    for path, text in crd.outputs().items():
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.name} is stale; regenerate it with `{crd.REGENERATE_COMMAND}`"
+        )
+    assert set(crd.outputs()) == {crd.CRD_PATH, crd.BACKUP_CRD_PATH}
+    stale = tmp_path / "memorystorebackup.yaml"
+    stale.write_text("stale", encoding="utf-8")
+    monkeypatch.setattr(crd, "BACKUP_CRD_PATH", stale)
+    assert crd.main(["--check"]) == 1
+    assert "memorystorebackup.yaml is stale" in capsys.readouterr().err
+
+
+def test_backup_crd_names_subresource_and_columns(backup_schema):
+    rendered = crd.render_backup_crd()
+    assert rendered["metadata"]["name"] == crd.BACKUP_CRD_NAME
+    assert crd.BACKUP_CRD_NAME == "memorystorebackups.memorystore.dev"
+    spec = rendered["spec"]
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == "MemoryStoreBackup"
+    assert spec["names"]["plural"] == "memorystorebackups"
+    assert spec["names"]["shortNames"] == ["msbackup"]
+    (version,) = spec["versions"]
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Store": ".spec.store",
+        "Phase": ".status.phase",
+        "Memories": ".status.memories",
+        "Size": ".status.sizeBytes",
+        "Age": ".metadata.creationTimestamp",
+    }
+    assert backup_schema["required"] == ["spec"]
+
+
+def test_backup_crd_schema_is_structural_documented_and_from_the_model(backup_schema):
+    for path, node in walk(backup_schema):
+        assert not FORBIDDEN & node.keys(), path
+        assert "type" in node, path
+        if path and path not in ("apiVersion", "kind", "metadata"):
+            assert node.get("description"), f"{path} has no description"
+    status = backup_schema["properties"]["status"]["properties"]
+    assert set(status) == {
+        "phase", "startedAt", "finishedAt", "memories", "historyEvents", "sizeBytes",
+        "claimName", "path", "collection", "embedder", "scheduled", "message", "error",
+    }  # fmt: skip
+    assert status["phase"]["enum"] == ["Pending", "Running", "Succeeded", "Failed"]
+    assert set(status["embedder"]["properties"]) == {"provider", "model", "dimensions"}
+    store = backup_schema["properties"]["spec"]["properties"]["store"]
+    assert backup_schema["properties"]["spec"]["required"] == ["store"]
+    [immutable] = store["x-kubernetes-validations"]
+    assert immutable["rule"] == "self == oldSelf"
+    assert immutable["message"].startswith("spec.store is immutable")
+
+
+def test_the_backup_spec_of_a_store(schema):
+    backup = crd._node(schema["properties"]["spec"], "spec.backup")
+    assert backup["required"] == ["volume"]
+    assert backup["properties"]["retention"] == {
+        **backup["properties"]["retention"],
+        "default": 7,
+        "minimum": 1,
+        "maximum": 1000,
+    }
+    assert "pattern" in backup["properties"]["schedule"]
+    assert backup["properties"]["volume"]["required"] == ["claimName"]
+    restore = crd._node(schema["properties"]["spec"], "spec.restore")
+    assert restore["required"] == ["fromBackup"]
+    assert "default" not in crd._node(schema["properties"]["spec"], "spec.backup")

@@ -126,6 +126,7 @@ def test_operator_inputs_are_pyproject_pins_and_nothing_heavy():
     inputs = pins(ROOT / "requirements-operator.in")
     assert set(inputs) == {
         "kopf", "lightkube", "pydantic", "pyyaml", "prometheus-client", "httpx", "cryptography",
+        "cronsim",
     }  # fmt: skip
     assert {n: pyproject[n] for n in inputs} == inputs
     locked = pins(ROOT / "requirements-operator.lock")

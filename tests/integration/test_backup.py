@@ -1,0 +1,444 @@
+"""Backups of a serving store and restores into new stores: real service, engine and SQLite.
+
+A backup taken while writes keep arriving is consistent (every memory's history is in it,
+and nothing in it lacks its memory); restored into a new store by the real
+`memorystore restore` command, the store answers the same searches with the same memories,
+scores, history and retired state. Damaged or mismatched backups and non-empty targets are
+refused before anything is written; a missing or full target fails the backup and leaves
+the store serving as it was.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memorystore.config import ServiceBackup, ServiceConfig, ServiceEmbedder
+from memorystore.service import backup
+from memorystore.service.runner import ServiceThread, embedded_config
+
+pytestmark = pytest.mark.timeout(600)
+
+FACTS = {
+    "alice": [
+        "I live in Hangzhou.",
+        "I make my charts with matplotlib.",
+        "My favourite colour is green.",
+        "我每天早上喝一杯美式咖啡。",
+    ],
+    "bob": ["I work at Initech as a tester.", "I prefer tea to coffee."],
+}
+QUERIES = {
+    "alice": ["where do I live", "charting library", "coffee", "colour"],
+    "bob": ["employer", "drinks"],
+}
+
+
+def _client(svc: ServiceThread) -> httpx.Client:
+    headers = {"Authorization": f"Token {svc.api_key}"}
+    return httpx.Client(base_url=svc.url, headers=headers, timeout=120)
+
+
+def _config(tmp: Path, name: str, target: Path | None = None, **extra: Any) -> ServiceConfig:
+    key = tmp / "api-key"
+    if not key.exists():
+        key.write_text("backup-test-key-0123456789abcdef\n")
+    cfg = embedded_config(tmp / name, key_file=key, **extra)
+    if target is not None:
+        cfg.backup = ServiceBackup(path=str(target))
+    return cfg
+
+
+def _write_config(cfg: ServiceConfig, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return path
+
+
+def _fill(http: httpx.Client) -> None:
+    for user, facts in FACTS.items():
+        for fact in facts:
+            body = {"messages": [{"role": "user", "content": fact}], "user_id": user}
+            assert http.post("/v1/memories/", json={**body, "infer": False}).status_code == 200
+    turn = [
+        {"role": "user", "content": "We talked about the Q3 launch plan today."},
+        {"role": "assistant", "content": "Yes, the launch moves to October."},
+    ]
+    body = {"messages": turn, "user_id": "alice", "run_id": "s0", "infer": False}
+    assert http.post("/v1/memories/", json=body).status_code == 200
+    # a retirement: the newer residence replaces the older one (kept, marked retired)
+    moved = {"messages": [{"role": "user", "content": "I moved to Shanghai."}], "user_id": "alice"}
+    events = http.post("/v1/memories/", json={**moved, "infer": False}).json()["results"]
+    assert any(e["event"] == "DELETE" for e in events), events
+    # an update, so a memory has two history events
+    listed = http.post("/v3/memories/", json={"user_id": "bob"}).json()["results"]
+    tea = next(m for m in listed if "tea" in m["memory"])
+    assert http.put(f"/v1/memories/{tea['id']}/", json={"text": "I prefer green tea."}).is_success
+    # a session exchange still pending (journalled, not consolidated)
+    exchange = {
+        "messages": [{"role": "user", "content": "My dog is called Biscuit."}],
+        "user_id": "carol",
+    }
+    assert http.post("/v1/sessions/walk/exchanges/", json=exchange).status_code == 200
+
+
+def _answers(http: httpx.Client) -> dict[str, Any]:
+    """What the store answers: searches (ids and scores), listings, retired ones, history."""
+    seen: dict[str, Any] = {"search": {}, "list": {}, "history": {}}
+    for user, queries in QUERIES.items():
+        for query in queries:
+            hits = http.post(
+                "/v3/memories/search/", json={"query": query, "user_id": user, "top_k": 5}
+            ).json()["results"]
+            seen["search"][(user, query)] = [(h["id"], round(h["score"], 5)) for h in hits]
+        for retired in (False, True):
+            rows = http.post(
+                "/v3/memories/", json={"user_id": user, "include_retired": retired}
+            ).json()["results"]
+            seen["list"][(user, retired)] = sorted(
+                (r["id"], r["memory"], r["created_at"], r["updated_at"]) for r in rows
+            )
+            for r in rows:
+                history = http.get(f"/v1/memories/{r['id']}/history/").json()
+                seen["history"][r["id"]] = [(h["event"], h["created_at"]) for h in history]
+    return seen
+
+
+def _restore_cli(config: Path, source: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memorystore",
+            "restore",
+            "--config",
+            str(config),
+            "--from",
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MEM0_TELEMETRY": "False"},
+    )
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Path:
+    path = tmp_path / "backups"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def source(tmp_path: Path, target: Path) -> Iterator[tuple[ServiceThread, httpx.Client]]:
+    with ServiceThread(_config(tmp_path, "source", target)) as svc, _client(svc) as http:
+        _fill(http)
+        yield svc, http
+
+
+def test_backup_while_writing_is_consistent_and_restores_the_same_answers(
+    tmp_path: Path, target: Path, source: tuple[ServiceThread, httpx.Client]
+) -> None:
+    svc, http = source
+    before = _answers(http)
+    # writes keep arriving during the backup, through their own connection
+    stop, acknowledged = threading.Event(), []
+
+    def writer() -> None:
+        with _client(svc) as own:
+            n = 0
+            while not stop.is_set():
+                body = {
+                    "messages": [{"role": "user", "content": f"Note number {n} for the log."}],
+                    "user_id": "dave",
+                    "infer": False,
+                }
+                response = own.post("/v1/memories/", json=body)
+                assert response.status_code == 200, response.text
+                acknowledged.append(response.json()["results"][0]["id"])
+                n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while len(acknowledged) < 5:
+            threading.Event().wait(0.05)
+        response = http.post("/v1/backups/", json={"name": "nightly-1"})
+    finally:
+        stop.set()
+        thread.join()
+    assert response.status_code == 200, response.text
+    manifest = response.json()
+    assert manifest["name"] == "nightly-1" and manifest["format"] == backup.FORMAT
+    assert http.get("/v1/backups/nightly-1/").json()["memories"] == manifest["memories"]
+    assert not list(target.glob(".*")), "no partial directory is left"
+
+    # consistent: the memories and the history in the backup describe the same writes
+    with gzip.open(target / "nightly-1" / backup.MEMORIES, "rt") as lines:
+        ids = {json.loads(line)["id"] for line in lines}
+    history = sqlite3.connect(target / "nightly-1" / backup.HISTORY)
+    added = {row[0] for row in history.execute("SELECT memory_id FROM history")}
+    assert ids == added, "every memory has its history and every history row its memory"
+    assert manifest["memories"] == len(ids)
+    assert (
+        manifest["history_events"] == history.execute("SELECT count(*) FROM history").fetchone()[0]
+    )
+    history.close()
+    in_backup = [i for i in acknowledged if i in ids]
+    assert in_backup == acknowledged[: len(in_backup)], "the backup holds a prefix of the writes"
+    total = http.post("/v3/memories/", json={"user_id": "dave"}).json()["count"]
+    assert total == len(acknowledged), "no write was lost while the backup ran"
+
+    # restore into a new store with the real command, then serve it
+    restored_cfg = _config(tmp_path, "restored")
+    config_file = _write_config(restored_cfg, tmp_path / "restored.yaml")
+    done = _restore_cli(config_file, target / "nightly-1")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary == {
+        "name": "nightly-1",
+        "memories": manifest["memories"],
+        "history_events": manifest["history_events"],
+        "restored": True,
+    }
+    again = _restore_cli(config_file, target / "nightly-1")  # an init container re-run
+    assert again.returncode == 0 and json.loads(again.stdout.strip())["restored"] is False
+
+    with ServiceThread(restored_cfg) as svc2, _client(svc2) as http2:
+        after = _answers(http2)
+        assert after["search"] == before["search"]
+        assert after["list"] == before["list"]
+        assert after["history"] == before["history"]
+        dave = http2.post("/v3/memories/", json={"user_id": "dave"}).json()["count"]
+        assert dave == len(in_backup)
+        # the pending session exchange came along and still consolidates
+        ended = http2.post("/v1/sessions/walk/end/", json={"user_id": "carol", "wait": True})
+        assert ended.status_code == 200 and ended.json()["exchanges"] == 1, ended.text
+        recalled = http2.post("/v1/recall/", json={"query": "dog", "user_id": "carol"}).json()
+        assert "Biscuit" in recalled["context"]
+
+
+def test_a_restore_into_a_store_that_holds_memories_is_refused(
+    tmp_path: Path, target: Path, source: tuple[ServiceThread, httpx.Client]
+) -> None:
+    _, http = source
+    assert http.post("/v1/backups/", json={"name": "b1"}).status_code == 200
+    busy_cfg = _config(tmp_path, "busy")
+    with ServiceThread(busy_cfg) as svc, _client(svc) as other:
+        body = {"messages": [{"role": "user", "content": "Keep me."}], "user_id": "x"}
+        other.post("/v1/memories/", json={**body, "infer": False})
+    done = _restore_cli(_write_config(busy_cfg, tmp_path / "busy.yaml"), target / "b1")
+    assert done.returncode == 2 and "not empty" in done.stderr, done.stderr
+    with ServiceThread(busy_cfg) as svc, _client(svc) as other:
+        rows = other.post("/v3/memories/", json={"user_id": "x"}).json()
+        assert [r["memory"] for r in rows["results"]] == ["Keep me."]
+        assert other.post("/v3/memories/", json={"user_id": "alice"}).json()["count"] == 0
+
+
+@pytest.fixture
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished backup (made once per test; the damage tests copy it)."""
+    tmp = tmp_path_factory.mktemp("made")
+    target = tmp / "backups"
+    target.mkdir()
+    with ServiceThread(_config(tmp, "store", target)) as svc, _client(svc) as http:
+        _fill(http)
+        assert http.post("/v1/backups/", json={"name": "base"}).status_code == 200
+    return target / "base"
+
+
+def _refused(tmp: Path, backup_dir: Path, cfg: ServiceConfig | None = None) -> str:
+    cfg = cfg or _config(tmp, "fresh")
+    with pytest.raises(backup.BackupError) as caught:
+        backup.restore(backup_dir, cfg)
+    assert not Path(cfg.data_dir).exists(), "nothing was written before the refusal"
+    return str(caught.value)
+
+
+def test_damaged_or_mismatched_backups_are_refused_before_writing(
+    tmp_path: Path, made: Path
+) -> None:
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(made, tmp_path / name))
+
+    cut = copy("cut")
+    data = (cut / backup.VECTORS).read_bytes()
+    (cut / backup.VECTORS).write_bytes(data[:-100])
+    assert "checksum" in _refused(tmp_path, cut)
+
+    missing = copy("missing")
+    (missing / backup.HISTORY).unlink()
+    assert "history.db is missing" in _refused(tmp_path, missing)
+
+    lying = copy("lying")  # consistent checksums, but the manifest's count is wrong
+    manifest = json.loads((lying / backup.MANIFEST).read_text())
+    manifest["memories"] += 1
+    (lying / backup.MANIFEST).write_text(json.dumps(manifest))
+    assert "manifest says" in _refused(tmp_path, lying)
+
+    partial = copy("partial")
+    (partial / backup.MANIFEST).unlink()
+    assert "no manifest.json" in _refused(tmp_path, partial)
+
+    other = _config(tmp_path, "other-embedder", embedder=ServiceEmbedder(provider="use"))
+    message = _refused(tmp_path, made, other)
+    assert "embedder" in message and "'dimensions': 384" in message
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    file=st.sampled_from([*backup.FILES, backup.MANIFEST]),
+    where=st.floats(min_value=0, max_value=1, exclude_max=True),
+    flip=st.integers(min_value=1, max_value=255),
+)
+def test_any_flipped_byte_is_refused(
+    tmp_path: Path, made: Path, file: str, where: float, flip: int
+) -> None:
+    work = tmp_path / "flipped"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(made, work)
+    raw = bytearray((work / file).read_bytes())
+    at = int(where * len(raw))
+    raw[at] ^= flip
+    (work / file).write_bytes(bytes(raw))
+    cfg = _config(tmp_path, "never-written")
+    with pytest.raises(backup.BackupError):
+        backup.restore(work, cfg)
+    assert not Path(cfg.data_dir).exists()
+
+
+def test_a_missing_target_fails_the_backup_and_the_store_keeps_serving(tmp_path: Path) -> None:
+    gone = tmp_path / "not-mounted"
+    with ServiceThread(_config(tmp_path, "store", gone)) as svc, _client(svc) as http:
+        _fill(http)
+        count = http.post("/v3/memories/", json={"user_id": "alice"}).json()["count"]
+        response = http.post("/v1/backups/", json={"name": "b"})
+        assert response.status_code == 503 and str(gone) in response.json()["detail"]
+        assert not gone.exists()
+        assert http.post("/v3/memories/", json={"user_id": "alice"}).json()["count"] == count
+        body = {"messages": [{"role": "user", "content": "Still writable."}], "user_id": "z"}
+        assert http.post("/v1/memories/", json={**body, "infer": False}).status_code == 200
+    with ServiceThread(_config(tmp_path, "no-target")) as svc, _client(svc) as http:
+        response = http.post("/v1/backups/", json={"name": "b"})
+        assert response.status_code == 409 and "backup.path" in response.json()["detail"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
+def test_a_full_target_fails_the_backup_cleanly(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], check=True)
+    try:
+        with ServiceThread(_config(tmp_path, "store", small)) as svc, _client(svc) as http:
+            _fill(http)
+            count = http.post("/v3/memories/", json={"user_id": "alice"}).json()["count"]
+            response = http.post("/v1/backups/", json={"name": "too-big"})
+            assert response.status_code == 507, response.text
+            assert "is full" in response.json()["detail"]
+            assert list(small.iterdir()) == [], "the partial backup was removed"
+            assert http.post("/v3/memories/", json={"user_id": "alice"}).json()["count"] == count
+            body = {"messages": [{"role": "user", "content": "Still writable."}], "user_id": "z"}
+            assert http.post("/v1/memories/", json={**body, "infer": False}).status_code == 200
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root (CI runs as root)")
+def test_a_backup_on_a_read_only_mount_restores(tmp_path: Path, made: Path) -> None:
+    """A restore mounts the backup volume read-only: nothing may need writing beside it
+    (a WAL database would: its -shm file)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(made), str(ro)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], check=True)
+        with pytest.raises(OSError):
+            (ro / "probe").write_text("x")
+        cfg = _config(tmp_path, "restored")
+        result = backup.restore(ro, cfg)
+        assert result["restored"] is True and result["memories"] > 0
+        assert sorted(p.name for p in ro.iterdir()) == sorted([*backup.FILES, backup.MANIFEST])
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+hostile_names = st.one_of(
+    st.sampled_from(
+        ["..", "../x", "a/b", ".hidden", "UPPER", "-a", "a-", "a..b", "a b", "x" * 254]
+    ),
+    st.text(min_size=1, max_size=40).filter(lambda s: backup.name_problem(s) is not None),
+)
+
+
+def test_backup_names_and_lifecycle(tmp_path: Path, target: Path) -> None:
+    with ServiceThread(_config(tmp_path, "store", target)) as svc, _client(svc) as http:
+        _fill(http)
+
+        @settings(max_examples=40, deadline=None)
+        @given(name=hostile_names)
+        def refused(name: str) -> None:
+            response = http.post("/v1/backups/", json={"name": name})
+            assert response.status_code == 422, (name, response.text)
+            assert "name" in response.json()["detail"]
+
+        refused()
+        assert list(target.iterdir()) == []
+        assert http.post("/v1/backups/", json={"name": "ok.1"}).status_code == 200
+        again = http.post("/v1/backups/", json={"name": "ok.1"})
+        assert again.status_code == 409 and "already exists" in again.json()["detail"]
+        assert http.get("/v1/backups/missing/").status_code == 404
+        assert http.delete("/v1/backups/ok.1/").status_code == 200
+        assert not (target / "ok.1").exists()
+        unauthorised = httpx.post(f"{svc.url}/v1/backups/", json={"name": "x"})
+        assert unauthorised.status_code == 401
+
+
+def test_the_offline_backup_command_round_trips(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, "store")
+    with ServiceThread(cfg) as svc, _client(svc) as http:
+        _fill(http)
+        before = _answers(http)
+    config_file = _write_config(cfg, tmp_path / "store.yaml")
+    out = tmp_path / "out"
+    out.mkdir()
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memorystore",
+            "backup",
+            "--config",
+            str(config_file),
+            "--to",
+            str(out),
+            "--name",
+            "offline",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout.strip().splitlines()[-1])["name"] == "offline"
+    restored = _config(tmp_path, "restored")
+    done = _restore_cli(_write_config(restored, tmp_path / "restored.yaml"), out / "offline")
+    assert done.returncode == 0, done.stderr
+    with ServiceThread(restored) as svc, _client(svc) as http:
+        assert _answers(http) == before
