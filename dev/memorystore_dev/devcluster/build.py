@@ -549,7 +549,7 @@ def _run_streaming(cmd: Sequence[str], cwd: Path, what: str, total: int, log: Lo
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """Serialize builders of one group and version (a second test run waits, not rebuilds)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
@@ -696,7 +696,7 @@ def build_tools(
         missing = [t for t in mine if not is_cached(tool_path(t, group.key, root))]
         built: dict[str, Path] = {}
         if missing:
-            with _locked(root / f".lock-{group.name}-{group.version}"):
+            with file_lock(root / f".lock-{group.name}-{group.version}"):
                 # Another process may have finished the build while this one waited.
                 missing = [t for t in missing if not is_cached(tool_path(t, group.key, root))]
                 if missing:
