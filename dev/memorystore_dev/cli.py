@@ -88,6 +88,12 @@ def _bench_backup(args: argparse.Namespace) -> int:
     return run_backup_bench(sizes, as_json=args.json)
 
 
+def _bench_pg_lexical(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.pg_lexical import run_pg_lexical_bench
+
+    return run_pg_lexical_bench(users=args.users, as_json=args.json)
+
+
 def _dev_tools(args: argparse.Namespace) -> int:
     from memorystore_dev.devcluster import build
     from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
@@ -259,6 +265,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bkb.add_argument("--sizes", default="10000,100000", help="memories (default 10000,100000)")
     bkb.add_argument("--json", action="store_true", help="print JSON instead of a table")
     bkb.set_defaults(func=_bench_backup)
+
+    pgl = bench_sub.add_parser(
+        "pg-lexical",
+        help="PostgreSQL keyword search (full text, engine terms, trigrams) vs the engine's BM25",
+        description="On a real PostgreSQL 18 (the test harness's) and the project's multilingual "
+        "data set: hit@1, hit@5 and MRR per language group of keyword-only search by full-text "
+        "search on the text, full-text search over the engine's own terms, and pg_trgm, against "
+        "the embedded engine's BM25 in the same run.",
+    )
+    pgl.add_argument("--users", type=int, metavar="N", help="only the first N users")
+    pgl.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    pgl.set_defaults(func=_bench_pg_lexical)
 
     dev = sub.add_parser("dev", help=TOOL_COMMANDS["dev"])
     dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")
