@@ -227,7 +227,8 @@ class PostgresServer:
             self.root = None
 
     def kill(self) -> None:
-        """SIGKILL the postmaster and every child (a crash of the database's machine)."""
+        """SIGKILL the postmaster and every child: the database process crashes (the OS keeps
+        what it had written, so crash recovery replays it; fsync=off loses only on power loss)."""
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
