@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -92,48 +93,40 @@ def _reindex(args: argparse.Namespace) -> int:
     return reindex_store(cfg)
 
 
+def _backup_command(command: str, refused: str, run: Callable[[], object]) -> int:
+    """Run a backup or restore; its result as one JSON line, or its refusal on stderr (2)."""
+    import json
+
+    from memorystore.service.backup import BackupError
+
+    try:
+        result = run()
+    except BackupError as exc:
+        print(f"memorystore {command}: {refused}{exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
 def _backup(args: argparse.Namespace) -> int:
     cfg = _service_config("backup", args.config)
     if cfg is None:
         return 2
-    import asyncio
-    import json
     import time
 
-    from memorystore.config import ServiceBackup
-    from memorystore.service.backup import BackupError, take
-    from memorystore.service.engine import MemoryEngine
+    from memorystore.service.backup import take_stopped
 
-    cfg.backup = ServiceBackup(path=args.to)
     name = args.name or time.strftime("backup-%Y%m%d-%H%M%S", time.gmtime())
-    engine = MemoryEngine(cfg)
-    try:
-        manifest = asyncio.run(take(engine, cfg.path_in_data_dir(None, "sessions.db"), name))
-    except BackupError as exc:
-        print(f"memorystore backup: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        engine.close()
-    summary = ("name", "memories", "history_events", "bytes", "duration_s")
-    print(json.dumps({key: manifest[key] for key in summary}))
-    return 0
+    return _backup_command("backup", "", lambda: take_stopped(cfg, Path(args.to), name))
 
 
 def _restore(args: argparse.Namespace) -> int:
     cfg = _service_config("restore", args.config)
     if cfg is None:
         return 2
-    import json
+    from memorystore.service.backup import restore
 
-    from memorystore.service.backup import BackupError, restore
-
-    try:
-        result = restore(Path(args.source), cfg)
-    except BackupError as exc:
-        print(f"memorystore restore: refused: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(result))
-    return 0
+    return _backup_command("restore", "refused: ", lambda: restore(Path(args.source), cfg))
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -228,6 +228,14 @@ class EmbedderSettings(Model):
             return self.dimensions
         return OFFLINE_EMBEDDER_DIMS[str(self.provider)]
 
+    def identity(self) -> dict[str, Any]:
+        """What makes vectors comparable: a backup records it, a restore needs the same."""
+        return {
+            "provider": str(self.provider),
+            "model": self.model or None,
+            "dimensions": self.vector_size(),
+        }
+
 
 class LLMSettings(Model):
     """The extraction model. Without one, memories are stored as written (no inference)."""

@@ -18,8 +18,10 @@ import httpx2
 from lightkube import AsyncClient, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.core_v1 import EventSource, ObjectReference
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
-from lightkube.resources.core_v1 import PersistentVolumeClaim, Secret
+from lightkube.resources.core_v1 import Event, PersistentVolumeClaim, Secret
 from lightkube.types import PatchType
 
 from memorystore.operator import keys, ledger, names, tls
@@ -32,7 +34,7 @@ from memorystore.operator.builders.secrets import (
     tls_secret,
 )
 from memorystore.operator.names import QDRANT_API_KEY, SERVICE_API_KEY, keys_secret_name
-from memorystore.spec import MemoryStoreSpec, ServiceKeySpec
+from memorystore.spec import GROUP, VERSION, MemoryStoreSpec, ServiceKeySpec
 
 FIELD_MANAGER = "memorystore-operator"
 WORKLOAD_TYPES = {"StatefulSet": StatefulSet, "Deployment": Deployment}
@@ -113,14 +115,20 @@ async def ensure_keys(client: AsyncClient, owner: Owner, owned: bool) -> Keys:
     )
 
 
-async def get_secret(client: AsyncClient, name: str, namespace: str) -> Secret | None:
-    """The Secret, or None when it does not exist."""
+async def get_or_none(client: AsyncClient, resource: Any, name: str, namespace: str) -> Any:
+    """The object, or None when it does not exist, nor when the API server does not serve
+    its kind at all (a CRD not installed answers a plain-text 404, which lightkube raises as
+    its HTTP library's HTTPStatusError, ApiError's base)."""
     try:
-        return await client.get(Secret, name, namespace=namespace)
-    except ApiError as exc:
-        if exc.status.code == 404:
+        return await client.get(resource, name, namespace=namespace)
+    except httpx2.HTTPStatusError as exc:
+        if exc.response.status_code == 404:
             return None
         raise
+
+
+async def get_secret(client: AsyncClient, name: str, namespace: str) -> Secret | None:
+    return await get_or_none(client, Secret, name, namespace)
 
 
 async def ensure_service_key(
@@ -254,12 +262,9 @@ async def _retire_certificate(client: AsyncClient, owner: Owner, secret: Secret 
     name = names.certificate_name(owner.name)
     if annotations.get(f"{CERT_MANAGER_ANNOTATION_PREFIX}certificate-name") != name:
         return
-    try:
-        cert = await client.get(Certificate, name, namespace=owner.namespace)
-    except httpx2.HTTPStatusError as exc:  # no such Certificate, or no cert-manager at all
-        if exc.response.status_code == 404:
-            return
-        raise
+    cert = await get_or_none(client, Certificate, name, owner.namespace)
+    if cert is None:  # no such Certificate, or no cert-manager at all
+        return
     if any(ref.uid == owner.uid for ref in cert.metadata.ownerReferences or []):
         await client.delete(Certificate, name, namespace=owner.namespace)
         log.info("%s/%s: deleted Certificate %s", owner.namespace, owner.name, name)
@@ -348,13 +353,8 @@ async def _ensure_certificate(client: AsyncClient, owner: Owner, spec: MemorySto
 
 
 async def get_workload(client: AsyncClient, kind: str, name: str, namespace: str) -> dict | None:
-    try:
-        obj = await client.get(WORKLOAD_TYPES[kind], name, namespace=namespace)
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return None
-        raise
-    return obj.to_dict()
+    obj = await get_or_none(client, WORKLOAD_TYPES[kind], name, namespace)
+    return None if obj is None else obj.to_dict()
 
 
 async def pending_claims(
@@ -396,3 +396,36 @@ async def probe_qdrant(url: str, timeout: float = 3.0) -> str | None:
     if response.is_success:
         return None
     return f"the external Qdrant at {url} answered /readyz with HTTP {response.status_code}"
+
+
+async def post_event(
+    client: AsyncClient,
+    kind: str,
+    meta: dict[str, Any],
+    reason: str,
+    message: str,
+    warning: bool = False,
+) -> None:
+    """A Kubernetes Event on a MemoryStore or MemoryStoreBackup (best effort)."""
+    now = dt.datetime.now(dt.UTC)
+    event = Event(
+        metadata=ObjectMeta(generateName=f"{meta['name']}.", namespace=meta["namespace"]),
+        involvedObject=ObjectReference(
+            apiVersion=f"{GROUP}/{VERSION}",
+            kind=kind,
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta.get("uid"),
+        ),
+        reason=reason,
+        message=message[:1024],
+        type="Warning" if warning else "Normal",
+        source=EventSource(component="memorystore-operator"),
+        firstTimestamp=now,
+        lastTimestamp=now,
+        count=1,
+    )
+    try:
+        await client.create(event)
+    except ApiError as exc:  # an event is best effort, never a reason to fail
+        log.warning("could not post event for %s: %s", meta["name"], exc.status.message)

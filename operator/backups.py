@@ -30,16 +30,15 @@ from cronsim import CronSim
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Event, PersistentVolumeClaim, Pod, Secret
+from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod, Secret
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from memorystore.operator import apply, names
 from memorystore.operator.builders.model import Owner, Restore
 from memorystore.operator.builders.paths import BACKUP_DIR
+from memorystore.operator.status import Workload, workload_state
 from memorystore.spec import (
     BACKUP_KIND,
     BACKUP_PLURAL,
@@ -194,15 +193,6 @@ class RestorePlan:
     waiting: tuple[ConditionReason, str] | None = None
 
 
-def embedder_of(spec: MemoryStoreSpec) -> dict[str, Any]:
-    """The store's embedder as a backup records it (provider, model, effective dimensions)."""
-    return {
-        "provider": str(spec.embedder.provider),
-        "model": spec.embedder.model or None,
-        "dimensions": spec.embedder.vector_size(),
-    }
-
-
 def _describe(embedder: dict[str, Any]) -> str:
     model = f" model {embedder['model']}" if embedder.get("model") else ""
     return f"{embedder.get('provider')}{model}, {embedder.get('dimensions')} dimensions"
@@ -250,7 +240,7 @@ def plan_restore(
             ),
         )
     recorded = status.get("embedder") or {}
-    wanted = embedder_of(spec)
+    wanted = spec.embedder.identity()
     found = {
         "provider": recorded.get("provider"),
         "model": recorded.get("model") or None,
@@ -406,42 +396,6 @@ def manifest_status(manifest: dict[str, Any], claim: str) -> dict[str, Any]:
     }
 
 
-# --- events -----------------------------------------------------------------------------------
-
-
-async def post_event(
-    client: AsyncClient,
-    kind: str,
-    meta: dict[str, Any],
-    reason: str,
-    message: str,
-    warning: bool = False,
-) -> None:
-    """A Kubernetes Event on a MemoryStore or MemoryStoreBackup (best effort)."""
-    now = dt.datetime.now(dt.UTC)
-    event = Event(
-        metadata=ObjectMeta(generateName=f"{meta['name']}.", namespace=meta["namespace"]),
-        involvedObject=ObjectReference(
-            apiVersion=f"{GROUP}/{VERSION}",
-            kind=kind,
-            name=meta["name"],
-            namespace=meta["namespace"],
-            uid=meta.get("uid"),
-        ),
-        reason=reason,
-        message=message[:1024],
-        type="Warning" if warning else "Normal",
-        source=EventSource(component="memorystore-operator"),
-        firstTimestamp=now,
-        lastTimestamp=now,
-        count=1,
-    )
-    try:
-        await client.create(event)
-    except ApiError as exc:  # an event is best effort, never a reason to fail
-        log.warning("could not post event for %s: %s", meta["name"], exc.status.message)
-
-
 # --- taking one backup ------------------------------------------------------------------------
 
 _RUNNING: set[tuple[str, str]] = set()
@@ -457,15 +411,6 @@ async def _set_status(
         namespace=namespace,
         patch_type=PatchType.MERGE,
     )
-
-
-async def _get_or_none(client: AsyncClient, resource: Any, name: str, namespace: str) -> Any:
-    try:
-        return await client.get(resource, name, namespace=namespace)
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return None
-        raise
 
 
 def service_state(deployment: dict[str, Any] | None, claim: str) -> str | None:
@@ -486,16 +431,8 @@ def service_state(deployment: dict[str, Any] | None, claim: str) -> str | None:
     name = (deployment.get("metadata") or {}).get("name")
     if not mounted:
         return f"Deployment {name} does not mount PersistentVolumeClaim {claim} at {BACKUP_DIR} yet"
-    want = int((deployment.get("spec") or {}).get("replicas", 1))
-    if want == 0:
-        return f"Deployment {name} is scaled to 0 (spec.suspend): nothing serves"
-    status = deployment.get("status") or {}
-    generation = (deployment.get("metadata") or {}).get("generation") or 0
-    ready = int(status.get("readyReplicas") or 0)
-    updated = int(status.get("updatedReplicas") or 0)
-    if (status.get("observedGeneration") or 0) < generation or updated < want or ready < want:
-        return f"Deployment {name}: {ready}/{want} replicas ready and updated"
-    return None
+    ready, _, message = workload_state(Workload("Deployment", str(name), deployment))
+    return None if ready else message
 
 
 class BackupFailed(Exception):
@@ -515,7 +452,7 @@ async def run_backup(client: AsyncClient, namespace: str, name: str) -> None:
 
 
 async def _run_backup(client: AsyncClient, namespace: str, name: str) -> None:
-    live = await _get_or_none(client, MemoryStoreBackupResource, name, namespace)
+    live = await apply.get_or_none(client, MemoryStoreBackupResource, name, namespace)
     if live is None:
         return
     body = live.to_dict()
@@ -535,7 +472,7 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str) -> None:
                 name,
                 {"phase": "Running", "startedAt": started, "scheduled": scheduled},
             )
-            await post_event(
+            await apply.post_event(
                 client,
                 BACKUP_KIND,
                 meta,
@@ -559,13 +496,13 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str) -> None:
                 "error": message,
             },
         )
-        await post_event(client, BACKUP_KIND, meta, "BackupFailed", message, warning=True)
+        await apply.post_event(client, BACKUP_KIND, meta, "BackupFailed", message, warning=True)
         log.warning("backup %s/%s failed: %s", namespace, name, message)
         return
     await _set_status(
         client, namespace, name, {**done, "startedAt": started, "scheduled": scheduled}
     )
-    await post_event(
+    await apply.post_event(
         client,
         BACKUP_KIND,
         meta,
@@ -578,7 +515,7 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str) -> None:
 async def _preconditions(
     client: AsyncClient, namespace: str, store: str
 ) -> tuple[MemoryStoreSpec, str]:
-    found = await _get_or_none(client, MemoryStoreResource, store, namespace)
+    found = await apply.get_or_none(client, MemoryStoreResource, store, namespace)
     if found is None:
         raise BackupFailed(f"MemoryStore {store} does not exist in namespace {namespace}")
     try:
@@ -595,7 +532,7 @@ async def _preconditions(
             f"store {store} is suspended (spec.suspend): no memory service runs to take the backup"
         )
     claim = spec.backup.volume.claim_name
-    if await _get_or_none(client, PersistentVolumeClaim, claim, namespace) is None:
+    if await apply.get_or_none(client, PersistentVolumeClaim, claim, namespace) is None:
         raise BackupFailed(
             f"PersistentVolumeClaim {claim} (spec.backup.volume of store {store}) does not "
             f"exist in namespace {namespace}"
@@ -625,7 +562,7 @@ async def _take(
     deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
     said = None
     while True:
-        deployment = await _get_or_none(
+        deployment = await apply.get_or_none(
             client, Deployment, names.memory_deployment_name(store), namespace
         )
         waiting = service_state(deployment.to_dict() if deployment else None, claim)
@@ -726,7 +663,7 @@ async def _prune(
                 f"under {status.get('path')}"
             )
             log.warning("%s/%s: %s", owner.namespace, owner.name, message)
-            await post_event(
+            await apply.post_event(
                 client,
                 KIND,
                 {"name": owner.name, "namespace": owner.namespace, "uid": owner.uid},
@@ -747,15 +684,8 @@ async def _prune(
 
 async def get_backup(client: AsyncClient, namespace: str, name: str) -> dict[str, Any] | None:
     """A MemoryStoreBackup as a dict; None when it (or its CRD) does not exist."""
-    try:
-        found = await client.get(MemoryStoreBackupResource, name, namespace=namespace)
-    except httpx2.HTTPStatusError as exc:
-        # an API resource the server does not serve may answer a plain-text 404, which
-        # lightkube raises as HTTPStatusError (ApiError's base)
-        if exc.response.status_code == 404:
-            return None
-        raise
-    return found.to_dict()
+    found = await apply.get_or_none(client, MemoryStoreBackupResource, name, namespace)
+    return None if found is None else found.to_dict()
 
 
 async def service_pods(client: AsyncClient, namespace: str, store: str) -> list[dict[str, Any]]:
@@ -765,4 +695,4 @@ async def service_pods(client: AsyncClient, namespace: str, store: str) -> list[
 
 
 async def claim_exists(client: AsyncClient, namespace: str, name: str) -> bool:
-    return await _get_or_none(client, PersistentVolumeClaim, name, namespace) is not None
+    return await apply.get_or_none(client, PersistentVolumeClaim, name, namespace) is not None

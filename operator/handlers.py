@@ -406,7 +406,7 @@ async def _event(client: AsyncClient, body: dict[str, Any], status: MemoryStoreS
 async def _post_event(
     client: AsyncClient, body: dict[str, Any], reason: str, message: str, warning: bool
 ) -> None:
-    await backups.post_event(client, KIND, body["metadata"], reason, message, warning)
+    await apply.post_event(client, KIND, body["metadata"], reason, message, warning)
 
 
 async def resync(reconciler: Reconciler, namespaces: list[str] | None) -> None:

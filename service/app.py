@@ -55,7 +55,7 @@ from memorystore.service.schemas import (
     check_metadata,
     split_scope,
 )
-from memorystore.service.sessions import SessionJournal
+from memorystore.service.sessions import SessionJournal, journal_path
 
 log = logging.getLogger("memorystore.service")
 ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
@@ -194,7 +194,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     keyring = KeyRing(cfg.api_key, cfg.previous_api_key)  # re-reads rotated key files
     engine = MemoryEngine(cfg)
     idem = IdempotencyStore(cfg.path_in_data_dir(None, "idempotency.db"))
-    journal = SessionJournal(cfg.path_in_data_dir(None, "sessions.db"))
+    journal = SessionJournal(journal_path(cfg))
     exports = ExportStore(cfg.path_in_data_dir(None, "exports.db"))
     consolidator = Consolidator(engine, journal)
     background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
@@ -252,13 +252,15 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
 
     api = APIRouter(dependencies=[Depends(authorise)], responses=ERROR_RESPONSES)
 
+    def check_text(text: str, field: str) -> None:
+        if len(text) > limits.max_memory_chars:
+            raise HTTPException(
+                422, f"{field} is longer than limits.maxMemoryChars ({limits.max_memory_chars})"
+            )
+
     def check_texts(texts: list[str], field: str) -> None:
-        cap = limits.max_memory_chars
         for i, text in enumerate(texts):
-            if len(text) > cap:
-                raise HTTPException(
-                    422, f"{field}[{i}] is longer than limits.maxMemoryChars ({cap})"
-                )
+            check_text(text, f"{field}[{i}]")
 
     def check_k(value: int, field: str) -> None:
         if value > limits.max_top_k:
@@ -270,11 +272,11 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         except ScopeError as exc:
             raise HTTPException(400, str(exc)) from None
 
-    def plain_metadata(metadata: dict[str, Any] | None) -> None:
+    def plain_metadata(metadata: dict[str, Any] | None, where: str = "") -> None:
         try:
             check_metadata(metadata)
         except ScopeError as exc:
-            raise HTTPException(400, str(exc)) from None
+            raise HTTPException(400, f"{where}{exc}") from None
 
     async def once(
         key: str | None,
@@ -333,7 +335,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     @api.post("/v3/memories/search/")
     async def search(body: SearchRequest) -> dict[str, Any]:
         check_k(body.top_k, "top_k")
-        check_texts([body.query], "query")
+        check_text(body.query, "query")
         scope, rest = scoped(body, body.filters)
         threshold = body.threshold if body.threshold is not None else 0.0
         results = await engine.search(
@@ -347,7 +349,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         defaults = cfg.recall
         top_k = body.top_k or defaults.top_k
         check_k(top_k, "top_k")
-        check_texts([body.query], "query")
+        check_text(body.query, "query")
         scope, rest = scoped(body, body.filters)
         threshold = defaults.threshold if body.threshold is None else body.threshold
         found = await engine.search(body.query, scope, top_k, threshold, rest, body.include_retired)
@@ -393,7 +395,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         if body.text is None and body.metadata is None:
             raise HTTPException(422, "give `text` or `metadata` to update")
         if body.text is not None:
-            check_texts([body.text], "text")
+            check_text(body.text, "text")
         plain_metadata(body.metadata)
         return await engine.update(memory_id, scope, body.text, body.metadata)
 
@@ -507,18 +509,12 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     async def batch_update(body: BatchUpdateRequest) -> dict[str, Any]:
         """Update up to 1000 memories by id; all are checked before any is changed."""
         distinct_ids([item.memory_id for item in body.memories])
-        cap = limits.max_memory_chars
         for i, item in enumerate(body.memories):
             if item.text is None and item.metadata is None:
                 raise HTTPException(422, f"memories[{i}]: give `text` or `metadata` to update")
-            if item.text is not None and len(item.text) > cap:
-                raise HTTPException(
-                    422, f"memories[{i}].text is longer than limits.maxMemoryChars ({cap})"
-                )
-            try:
-                check_metadata(item.metadata)
-            except ScopeError as exc:
-                raise HTTPException(400, f"memories[{i}].{exc}") from None
+            if item.text is not None:
+                check_text(item.text, f"memories[{i}].text")
+            plain_metadata(item.metadata, f"memories[{i}].")
         items = [(item.memory_id, item.text, item.metadata) for item in body.memories]
         updated = await engine.batch_update(items)
         return {"message": f"Successfully updated {updated} memories"}
@@ -584,7 +580,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     @api.post("/v1/backups/", responses=backup_errors)
     async def take_backup(body: BackupRequest) -> dict[str, Any]:
         """Back the whole store up into backup.path while it serves (writes wait meanwhile)."""
-        return await backup.take(engine, cfg.path_in_data_dir(None, "sessions.db"), body.name)
+        return await backup.take(engine, body.name)
 
     @api.get("/v1/backups/{name}/", responses=backup_errors)
     async def describe_backup(name: str) -> dict[str, Any]:

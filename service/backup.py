@@ -9,7 +9,9 @@ renamed when complete (a crash leaves no directory that looks finished):
   (so a restore never re-embeds, and the restored store answers searches exactly as before);
 - `history.db` — mem0's change history, an SQLite online backup;
 - `sessions.db` — the session journal (exchanges not yet consolidated), the same way;
-- `manifest.json` — format, counts, embedder, and every file's size and SHA-256.
+- `manifest.json` — format, counts, embedder, and every file's size and SHA-256;
+- `manifest.sha256` — the manifest's own SHA-256 (`sha256sum -c` reads it), so no byte of a
+  backup can change unnoticed.
 
 It is taken while the service serves: writes wait while the vector store is read and the
 two databases are copied (`MemoryEngine.writes_paused`), reads go on. It is logical, not
@@ -24,6 +26,7 @@ second run (an init container restarted) does nothing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import gzip
@@ -45,11 +48,14 @@ from typing import Any
 
 import numpy as np
 
-from memorystore.config import ServiceConfig
+from memorystore.config import ServiceBackup, ServiceConfig
 from memorystore.service.mem0_seam import history_connection
+from memorystore.service.sessions import journal_path
+from memorystore.spec import OBJECT_NAME_PATTERN
 
 FORMAT = "memorystore.backup/1"
 MANIFEST = "manifest.json"
+MANIFEST_SUM = "manifest.sha256"  # the manifest's own checksum (it cannot hold it itself)
 MEMORIES = "memories.jsonl.gz"
 VECTORS = "vectors.f32"
 HISTORY = "history.db"
@@ -57,7 +63,6 @@ SESSIONS = "sessions.db"
 FILES = (MEMORIES, VECTORS, HISTORY, SESSIONS)
 MARKER = "restored-from.json"
 # a Kubernetes object name (DNS subdomain), so a MemoryStoreBackup's name is a valid one
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _BATCH = 1000
 
 log = logging.getLogger("memorystore.service")
@@ -72,17 +77,15 @@ class BackupError(Exception):
 
 
 def name_problem(name: str) -> str | None:
-    if not NAME_RE.match(name) or ".." in name:
+    """Why `name` cannot name a backup: it must be a Kubernetes object name (a
+    MemoryStoreBackup's), which also keeps it one plain directory name."""
+    if len(name) > 253 or not re.fullmatch(OBJECT_NAME_PATTERN, name):
         return (
-            f"name {name!r} is not a valid backup name: lower-case letters, digits, '-' and "
-            "'.', starting and ending with a letter or digit, at most 253 characters"
+            f"name {name!r} is not a valid backup name: a Kubernetes object name (lower-case "
+            "letters, digits, '-' and '.', each dot-separated part starting and ending with a "
+            "letter or digit, at most 253 characters)"
         )
     return None
-
-
-def embedder_of(cfg: ServiceConfig) -> dict[str, Any]:
-    emb = cfg.embedder
-    return {"provider": str(emb.provider), "model": emb.model, "dimensions": emb.vector_size()}
 
 
 def _sha256(path: Path) -> str:
@@ -91,6 +94,11 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _sum_line(manifest: Path) -> bytes:
+    """`manifest.sha256`'s exact content, as `sha256sum` writes it."""
+    return f"{_sha256(manifest)}  {MANIFEST}\n".encode()
 
 
 def _copy_db(source: sqlite3.Connection, dest: Path) -> int:
@@ -129,7 +137,7 @@ class Snapshot:
     history_events: int
 
 
-def _dump(engine: Any, sessions_db: Path, work: Path) -> Snapshot:
+def _dump(engine: Any, work: Path) -> Snapshot:
     """Write the store's points and databases into `work` (writes are paused by the caller)."""
     dims = engine.cfg.embedder.vector_size()
     count = 0
@@ -156,6 +164,7 @@ def _dump(engine: Any, sessions_db: Path, work: Path) -> Snapshot:
             vectors.write(np.asarray(pending, dtype="<f4").tobytes())
     with history_connection(engine.memory) as connection:
         history_events = _copy_db(connection, work / HISTORY)
+    sessions_db = journal_path(engine.cfg)
     source = sqlite3.connect(sessions_db) if sessions_db.exists() else sqlite3.connect(":memory:")
     try:
         _copy_db(source, work / SESSIONS)
@@ -201,22 +210,21 @@ def _finish(work: Path, name: str, snapshot: Snapshot, cfg: ServiceConfig, start
         "memories": snapshot.memories,
         "history_events": snapshot.history_events,
         "bytes": sum(f["bytes"] for f in files.values()),
-        "embedder": embedder_of(cfg),
+        "embedder": cfg.embedder.identity(),
         "collection": cfg.vector_store.collection,
         "files": files,
         "path": name,
     }
     (work / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    for f in (*FILES, MANIFEST):
+    (work / MANIFEST_SUM).write_bytes(_sum_line(work / MANIFEST))
+    for f in (*FILES, MANIFEST, MANIFEST_SUM):
         with (work / f).open("rb") as handle:
             os.fsync(handle.fileno())
     return manifest
 
 
-async def take(engine: Any, sessions_db: Path, name: str) -> dict[str, Any]:
+async def take(engine: Any, name: str) -> dict[str, Any]:
     """Back the store up into `<backup.path>/<name>/` while it serves; returns the manifest."""
-    import asyncio
-
     cfg: ServiceConfig = engine.cfg
     problem = name_problem(name)
     if problem:
@@ -231,7 +239,7 @@ async def take(engine: Any, sessions_db: Path, name: str) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)  # what an interrupted attempt left
         work.mkdir()
         async with engine.writes_paused():
-            snapshot = await asyncio.to_thread(_dump, engine, sessions_db, work)
+            snapshot = await asyncio.to_thread(_dump, engine, work)
         manifest = await asyncio.to_thread(_finish, work, name, snapshot, cfg, started)
         os.rename(work, final)
     except (OSError, sqlite3.OperationalError) as exc:
@@ -251,6 +259,20 @@ async def take(engine: Any, sessions_db: Path, name: str) -> dict[str, Any]:
         manifest["duration_s"],
     )
     return manifest
+
+
+def take_stopped(cfg: ServiceConfig, target: Path, name: str) -> dict[str, Any]:
+    """`memorystore backup`: the store `cfg` names, its service stopped (the embedded engine
+    allows one process), into `target/name`; a summary of the manifest."""
+    from memorystore.service.engine import MemoryEngine  # loads mem0 and the embedder
+
+    cfg = cfg.model_copy(update={"backup": ServiceBackup(path=str(target))})
+    engine = MemoryEngine(cfg)
+    try:
+        manifest = asyncio.run(take(engine, name))
+    finally:
+        engine.close()
+    return {k: manifest[k] for k in ("name", "memories", "history_events", "bytes", "duration_s")}
 
 
 def describe(cfg: ServiceConfig, name: str) -> dict[str, Any]:
@@ -307,13 +329,17 @@ def verify(source: Path, cfg: ServiceConfig) -> dict[str, Any]:
     path = source / MANIFEST
     if not path.is_file():
         raise BackupError(f"{source} is not a backup: no {MANIFEST} (incomplete or wrong path)")
+    summed = source / MANIFEST_SUM
+    recorded = summed.read_bytes() if summed.is_file() else b""
+    if recorded != _sum_line(path):
+        raise BackupError(f"{path} does not match {MANIFEST_SUM}: the backup is damaged")
     try:
         manifest = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError):
         raise BackupError(f"{path} is not valid JSON: the backup is damaged") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BackupError(f"{path}: format is not {FORMAT}")
-    ours, theirs = embedder_of(cfg), manifest.get("embedder")
+    ours, theirs = cfg.embedder.identity(), manifest.get("embedder")
     if theirs != ours:
         raise BackupError(
             f"backup {manifest.get('name')} was made with embedder {theirs}, this store's is "
@@ -371,7 +397,7 @@ def restore(source: Path, cfg: ServiceConfig) -> dict[str, Any]:
         ):
             return {**_summary(manifest), "restored": False}
         raise BackupError(f"{cfg.data_dir} already holds a restore of backup {done.get('name')}")
-    sessions_db = cfg.path_in_data_dir(None, SESSIONS)
+    sessions_db = journal_path(cfg)
     engine = MemoryEngine(cfg)
     try:
         with history_connection(engine.memory) as connection:

@@ -202,8 +202,7 @@ class EdgeVectorStore(VectorStoreBase):
                 records = shard.retrieve([vector_id], False, True)
                 if not records:
                     return
-                stored = records[0].vector
-                vector = stored[""] if isinstance(stored, dict) else stored
+                vector = dense_vector(records[0].vector)
             point = self._point(vector_id, vector, payload)
             shard.update(qe.UpdateOperation.upsert_points([point]))
 
@@ -280,9 +279,7 @@ class EdgeVectorStore(VectorStoreBase):
             )
             records, offset = self._open().scroll(request)
             for record in records:
-                stored = record.vector
-                vector = stored[""] if isinstance(stored, dict) else stored
-                yield str(record.id), list(vector), dict(record.payload or {})
+                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
             if offset is None:
                 return
 
@@ -369,6 +366,13 @@ class EdgeVectorStore(VectorStoreBase):
             )
         )
         return [_output(r) for r in records], None if next_offset is None else str(next_offset)
+
+
+def dense_vector(stored: Any) -> list[float]:
+    """A point's dense vector as both engines hand it back: alone, or under the unnamed key
+    beside the named sparse `bm25` vector."""
+    vector = stored[""] if isinstance(stored, dict) else stored
+    return list(vector or [])
 
 
 def _output(point: qe.ScoredPoint | qe.Record) -> OutputData:

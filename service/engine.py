@@ -743,16 +743,16 @@ class MemoryEngine:
         """Every memory of `scope`, retired ones too: (id, payload, mem0 history rows).
 
         Read under no lock (an export is a consistent-enough read, see portability.py)."""
-        total = await asyncio.to_thread(self.store.count, scope.filters())
-        points, _ = await asyncio.to_thread(
-            self.store.list, filters=scope.filters(), top_k=max(int(total), 1)
-        )
-        records = []
-        for point in points:
-            memory_id = str(point.id)
-            rows = await asyncio.to_thread(self.memory.db.get_history, memory_id)
-            records.append((memory_id, dict(point.payload or {}), rows))
-        return records
+
+        def read() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+            total = self.store.count(scope.filters())
+            points, _ = self.store.list(filters=scope.filters(), top_k=max(int(total), 1))
+            return [
+                (str(p.id), dict(p.payload or {}), self.memory.db.get_history(str(p.id)))
+                for p in points
+            ]
+
+        return await asyncio.to_thread(read)  # one thread hop, not one per memory
 
     async def history_ids_in_use(self, row_ids: list[str]) -> dict[str, str]:
         """Which of these history row ids exist: id → the memory whose row it is."""

@@ -87,6 +87,7 @@ from memorystore.service.edge_store import (
     OWNER_KEY,
     EdgeVectorStore,
     confined_to_no_user,
+    dense_vector,
     literal_id,
     refuse_nested_identity,
 )
@@ -265,8 +266,7 @@ class QdrantServerStore(Qdrant):
             points = self.client.retrieve(self.collection_name, ids=[vector_id], with_vectors=True)
             if not points:
                 return
-            stored = points[0].vector
-            vector = stored[""] if isinstance(stored, dict) else stored
+            vector = dense_vector(points[0].vector)
         self.insert(vectors=[vector], payloads=[payload], ids=[vector_id])
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
@@ -281,9 +281,7 @@ class QdrantServerStore(Qdrant):
                 with_vectors=True,
             )
             for record in records:
-                stored = record.vector
-                vector = stored[""] if isinstance(stored, dict) else stored
-                yield str(record.id), list(vector or []), dict(record.payload or {})
+                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
             if offset is None:
                 return
 
@@ -378,6 +376,20 @@ def memory_hash(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()
 
 
+def memory_payload(
+    text: str, index_text: str, metadata: dict[str, Any], now: str
+) -> dict[str, Any]:
+    """The payload mem0's infer=False insert stores for a new memory, with our keyword text."""
+    return {
+        **metadata,
+        "data": text,
+        "hash": memory_hash(text),
+        "created_at": now,
+        "updated_at": now,
+        "text_lemmatized": index_text,
+    }
+
+
 async def create_memory(
     memory: AsyncMemory,
     memory_id: str,
@@ -392,14 +404,7 @@ async def create_memory(
     and the keyword text (`text_lemmatized`, which both our stores index).
     """
     now = datetime.now(UTC).isoformat()
-    payload = {
-        **metadata,
-        "data": text,
-        "hash": memory_hash(text),
-        "created_at": now,
-        "updated_at": now,
-        "text_lemmatized": index_text,
-    }
+    payload = memory_payload(text, index_text, metadata, now)
     await asyncio.to_thread(
         memory.vector_store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
     )

@@ -48,7 +48,6 @@ from typing import Any
 from memorystore.service.engine import (
     LIFECYCLE_KEY,
     REASON_KEY,
-    RESERVED_METADATA_KEYS,
     RETIRED,
     RETIRED_AT_KEY,
     RETIRED_KEYS,
@@ -63,13 +62,14 @@ from memorystore.service.mem0_seam import (
     memory_hash,
 )
 from memorystore.service.reindex import INDEX_KEY
-from memorystore.service.retrieval import PREV_KEY, IndexTexts, index_texts, line
+from memorystore.service.retrieval import PREV_KEY, stored_index_texts
 from memorystore.service.schemas import (
     EXPORT_FORMAT,
     ExportDocument,
     ExportedMemory,
+    ScopeError,
+    check_metadata,
 )
-from memorystore.spec import RetrievalSettings
 
 FORMAT = EXPORT_FORMAT
 # payload keys carried as top-level fields of an exported memory
@@ -202,12 +202,10 @@ def check_document(doc: ExportDocument, max_chars: int) -> EntityIds:
                 f"{at}: its user_id/agent_id/run_id lie outside the document's scope "
                 f"{scope.filters()}"
             )
-        for key in m.metadata:
-            if key in RESERVED_METADATA_KEYS:
-                raise FormatError(
-                    f"{at}.metadata.{key}: reserved (the scope and the service's own fields "
-                    "are fields of the memory, not metadata)"
-                )
+        try:
+            check_metadata(m.metadata)
+        except ScopeError as exc:
+            raise FormatError(f"{at}.{exc}") from None
         for j, row in enumerate(m.history):
             where = f"{at}.history[{j}]"
             if row.memory_id != m.id:
@@ -224,9 +222,10 @@ def check_document(doc: ExportDocument, max_chars: int) -> EntityIds:
     return scope
 
 
-def payload_of(m: ExportedMemory, lexical_text: str, version: str, now: str) -> dict[str, Any]:
+def payload_of(m: ExportedMemory, version: str, now: str) -> dict[str, Any]:
     """The stored payload of an exported memory, as the service writes one: mem0's fields,
-    ours, the caller's metadata, and the keyword text and index version of this service."""
+    ours, the caller's metadata and this service's index version (the keyword text is
+    added once it is computed from this payload)."""
     payload: dict[str, Any] = dict(m.metadata)
     for key in RECORD_FIELDS:
         value = getattr(m, key)
@@ -238,7 +237,6 @@ def payload_of(m: ExportedMemory, lexical_text: str, version: str, now: str) -> 
             "hash": m.hash or memory_hash(m.memory),
             "created_at": m.created_at or now,
             "updated_at": m.updated_at or m.created_at or now,
-            "text_lemmatized": lexical_text,
             INDEX_KEY: version,
         }
     )
@@ -256,30 +254,6 @@ def payload_of(m: ExportedMemory, lexical_text: str, version: str, now: str) -> 
     return payload
 
 
-def index_source(
-    m: ExportedMemory, previous: str | None, settings: RetrievalSettings
-) -> IndexTexts:
-    """What this service embeds and keyword-indexes for `m` (as a re-index would compute it:
-    `reindex.Reindexer._texts`): its speaker, its `date` metadata, the turn before it."""
-    date = m.metadata.get("date")
-    return index_texts(m.memory, m.actor_id, str(date) if date else None, previous, settings)
-
-
-async def _previous_line(
-    engine: MemoryEngine, m: ExportedMemory, by_id: dict[str, ExportedMemory]
-) -> str | None:
-    if not m.prev_id or not engine.cfg.retrieval.context:
-        return None
-    before = by_id.get(m.prev_id)
-    if before is not None:
-        return line(before.memory, before.actor_id)
-    record = await asyncio.to_thread(engine.store.get, vector_id=m.prev_id)
-    if record is None:
-        return None
-    payload = record.payload or {}
-    return line(str(payload.get("data", "")), payload.get("actor_id"))
-
-
 async def import_document(
     engine: MemoryEngine, doc: ExportDocument, max_chars: int
 ) -> dict[str, Any]:
@@ -294,12 +268,22 @@ async def import_document(
                 raise FormatError(
                     f"memories[{i}].history[{j}].id: {row.id} is a history row of another memory"
                 )
-    by_id = {m.id: m for m in doc.memories}
+    in_document = {m.id: {"data": m.memory, "actor_id": m.actor_id} for m in doc.memories}
+
+    def previous_payload(memory_id: str) -> dict[str, Any] | None:
+        """The memory a turn was written after: in this document, else already stored."""
+        if memory_id in in_document:
+            return in_document[memory_id]
+        record = engine.store.get(vector_id=memory_id)
+        return None if record is None else (record.payload or {})
+
     now = datetime.now(UTC).isoformat()
+    settings = engine.cfg.retrieval
     imported, events, skipped = 0, 0, []
     for m in doc.memories:
-        texts = index_source(m, await _previous_line(engine, m, by_id), engine.cfg.retrieval)
-        payload = payload_of(m, texts.lexical, engine.index_version, now)
+        payload = payload_of(m, engine.index_version, now)
+        texts = await asyncio.to_thread(stored_index_texts, payload, settings, previous_payload)
+        payload["text_lemmatized"] = texts.lexical
         rows = [row.model_dump() for row in m.history]
         written = await engine.restore_memory(m.id, payload, texts.dense, rows)
         if written is None:

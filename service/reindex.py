@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memorystore.service.retrieval import PREV_KEY, index_texts, line
+from memorystore.service.retrieval import stored_index_texts
 from memorystore.spec import RetrievalSettings
 
 INDEX_KEY = "index_version"
@@ -143,21 +143,12 @@ class Reindexer:
 
     def _texts(self, payload: dict[str, Any]) -> Any:
         """The texts `_insert_raw` would index this memory with under the current settings."""
-        previous = None
-        prev_id = payload.get(PREV_KEY)
-        if prev_id and self.settings.context:
-            before = self.store.get(vector_id=prev_id)
-            if before is not None:
-                prev = before.payload or {}
-                previous = line(str(prev.get("data", "")), prev.get("actor_id"))
-        date = payload.get("date")
-        return index_texts(
-            str(payload.get("data", "")),
-            payload.get("actor_id"),
-            str(date) if date else None,
-            previous,
-            self.settings,
-        )
+
+        def stored(memory_id: str) -> dict[str, Any] | None:
+            record = self.store.get(vector_id=memory_id)
+            return None if record is None else (record.payload or {})
+
+        return stored_index_texts(payload, self.settings, stored)
 
 
 def describe(progress: Progress) -> str:

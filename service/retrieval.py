@@ -61,6 +61,30 @@ def index_texts(
     return IndexTexts(dense, lexical)
 
 
+def stored_index_texts(
+    payload: Mapping[str, Any],
+    settings: RetrievalSettings,
+    previous_payload: Callable[[str], Mapping[str, Any] | None],
+) -> IndexTexts:
+    """`index_texts` for a memory as stored: its text, speaker and `date` metadata from its
+    payload, and the line of the memory before it (`prev_id`), which `previous_payload`
+    looks up (a re-index reads the store; an import its document first)."""
+    previous = None
+    prev_id = payload.get(PREV_KEY)
+    if prev_id and settings.context:
+        before = previous_payload(str(prev_id))
+        if before is not None:
+            previous = line(str(before.get("data", "")), before.get("actor_id"))
+    date = payload.get("date")
+    return index_texts(
+        str(payload.get("data", "")),
+        payload.get("actor_id"),
+        str(date) if date else None,
+        previous,
+        settings,
+    )
+
+
 @dataclass(frozen=True)
 class Hit:
     id: str

@@ -440,9 +440,7 @@ class ExportDocument(_Strict):
     memories: Annotated[list[ExportedMemory], Batch]
 
 
-class BackupRequest(BaseModel):
+class BackupRequest(_Strict):
     """`POST /v1/backups/`: the backup's name (its directory under backup.path)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=253, description="A DNS-subdomain name.")

@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memorystore.config import ServiceConfig
 from memorystore.service.engine import EntityIds
 from memorystore.service.local_db import open_local
+
+
+def journal_path(cfg: ServiceConfig) -> Path:
+    """Where the journal lives: the service opens it, backups copy and restore it."""
+    return cfg.path_in_data_dir(None, "sessions.db")
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (

@@ -46,6 +46,7 @@ from types import TracebackType
 from typing import Self
 
 from memorystore_dev.devcluster.build import cache_root, file_lock, find_go, go_env
+from memorystore_dev.devcluster.cluster import free_port
 
 PGVECTOR_MODULE = "github.com/pgvector/pgvector"
 PGVECTOR_VERSION = "v0.8.1"
@@ -124,12 +125,6 @@ def pgvector_extension(log: Callable[[str], None] = lambda _: None) -> Path:
     return final
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class PostgresServer:
     """`with PostgresServer() as pg:` → `pg.dsn`; `pg.restart()`, `pg.kill()` for fault tests."""
 
@@ -179,7 +174,7 @@ class PostgresServer:
             self._launch()
 
     def _launch(self) -> None:
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         log = (self.root / "postgres.log").open("ab")  # type: ignore[operator]
         self.process = subprocess.Popen(
             [
@@ -311,7 +306,7 @@ class PostgresServer:
             raise PostgresError(f"initdb failed: {exc.stderr.decode(errors='replace')}") from None
         finally:
             password_file.unlink(missing_ok=True)
-        self.port = _free_port()
+        self.port = free_port()
         self._launch()
         self.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
         for extension in EXTENSIONS:

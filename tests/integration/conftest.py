@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from mem0 import AsyncMemoryClient
 
 from memorystore.service.runner import ServiceThread, embedded_config
 
@@ -22,3 +24,13 @@ def http(service: ServiceThread) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Token {service.api_key}"}
     with httpx.Client(base_url=service.url, headers=headers, timeout=30) as client:
         yield client
+
+
+@pytest.fixture
+async def client(service: ServiceThread) -> AsyncIterator[AsyncMemoryClient]:
+    """The real mem0 client (`AsyncMemoryClient(host=…)`) against the service."""
+    mem0_client = await asyncio.to_thread(
+        AsyncMemoryClient, api_key=service.api_key, host=service.url
+    )
+    yield mem0_client
+    await mem0_client.async_client.aclose()

@@ -11,6 +11,7 @@ the store serving as it was.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -289,7 +290,15 @@ def test_damaged_or_mismatched_backups_are_refused_before_writing(
     manifest = json.loads((lying / backup.MANIFEST).read_text())
     manifest["memories"] += 1
     (lying / backup.MANIFEST).write_text(json.dumps(manifest))
+    digest = hashlib.sha256((lying / backup.MANIFEST).read_bytes()).hexdigest()
+    (lying / backup.MANIFEST_SUM).write_text(f"{digest}  {backup.MANIFEST}\n")
     assert "manifest says" in _refused(tmp_path, lying)
+
+    edited = copy("edited")  # still valid JSON, a harmless-looking field changed
+    manifest = json.loads((edited / backup.MANIFEST).read_text())
+    manifest["tenant"] = "someone-else"
+    (edited / backup.MANIFEST).write_text(json.dumps(manifest))
+    assert "manifest.sha256" in _refused(tmp_path, edited)
 
     partial = copy("partial")
     (partial / backup.MANIFEST).unlink()
@@ -304,7 +313,7 @@ def test_damaged_or_mismatched_backups_are_refused_before_writing(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    file=st.sampled_from([*backup.FILES, backup.MANIFEST]),
+    file=st.sampled_from([*backup.FILES, backup.MANIFEST, backup.MANIFEST_SUM]),
     where=st.floats(min_value=0, max_value=1, exclude_max=True),
     flip=st.integers(min_value=1, max_value=255),
 )
@@ -374,7 +383,8 @@ def test_a_backup_on_a_read_only_mount_restores(tmp_path: Path, made: Path) -> N
         cfg = _config(tmp_path, "restored")
         result = backup.restore(ro, cfg)
         assert result["restored"] is True and result["memories"] > 0
-        assert sorted(p.name for p in ro.iterdir()) == sorted([*backup.FILES, backup.MANIFEST])
+        files = [*backup.FILES, backup.MANIFEST, backup.MANIFEST_SUM]
+        assert sorted(p.name for p in ro.iterdir()) == sorted(files)
     finally:
         subprocess.run(["umount", str(ro)], check=True)
 

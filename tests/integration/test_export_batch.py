@@ -3,7 +3,6 @@ against the real service (embedded engine, offline embedder), as test_mem0_clien
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -19,15 +18,6 @@ from memorystore.spec import RetrievalSettings
 
 SCHEMA = {"title": "Memories", "type": "object", "properties": {"facts": {"type": "array"}}}
 EXPORT_MESSAGE = "Memory export request received. The export will be ready in a few seconds."
-
-
-@pytest.fixture
-async def client(service):
-    mem0_client = await asyncio.to_thread(
-        AsyncMemoryClient, api_key=service.api_key, host=service.url
-    )
-    yield mem0_client
-    await mem0_client.async_client.aclose()
 
 
 async def add(client: AsyncMemoryClient, text: str, **kwargs: Any) -> str:

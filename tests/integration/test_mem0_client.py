@@ -8,15 +8,6 @@ import pytest
 from mem0 import AsyncMemoryClient
 
 
-@pytest.fixture
-async def client(service):
-    mem0_client = await asyncio.to_thread(
-        AsyncMemoryClient, api_key=service.api_key, host=service.url
-    )
-    yield mem0_client
-    await mem0_client.async_client.aclose()
-
-
 async def test_ping_validates_the_key(service):
     with pytest.raises(ValueError, match="API key"):
         await asyncio.to_thread(AsyncMemoryClient, api_key="wrong", host=service.url)

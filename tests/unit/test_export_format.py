@@ -20,11 +20,10 @@ from memorystore.service.portability import (
     check_document,
     export_document,
     export_memory,
-    index_source,
     payload_of,
 )
 from memorystore.service.reindex import INDEX_KEY
-from memorystore.service.retrieval import PREV_KEY
+from memorystore.service.retrieval import PREV_KEY, stored_index_texts
 from memorystore.service.schemas import MAX_BATCH, ExportDocument, ExportRequest
 from memorystore.spec import RetrievalSettings
 
@@ -107,26 +106,35 @@ def test_a_document_counts_and_orders_its_memories():
 
 def test_payload_of_inverts_export_memory_except_the_derived_fields():
     (memory,) = ExportDocument.model_validate(document()).memories
-    payload = payload_of(memory, "lexical", "v2", "now")
-    assert payload == {**PAYLOAD, "text_lemmatized": "lexical", INDEX_KEY: "v2"}
+    payload = payload_of(memory, "v2", "now")
+    derived = {k: v for k, v in PAYLOAD.items() if k != "text_lemmatized"}  # added at import
+    assert payload == {**derived, INDEX_KEY: "v2"}
 
 
 def test_missing_timestamps_and_hash_are_filled_in():
     (memory,) = ExportDocument.model_validate(
         with_memory(hash=None, created_at=None, updated_at=None, retired=None)
     ).memories
-    payload = payload_of(memory, "l", "v", "now")
+    payload = payload_of(memory, "v", "now")
     assert payload["hash"] == memory_hash(TEXT)
     assert payload["created_at"] == payload["updated_at"] == "now"
     assert "lifecycle" not in payload
 
 
-def test_index_source_uses_speaker_date_and_the_turn_before():
+def test_an_imported_memory_is_indexed_with_speaker_date_and_the_turn_before():
     (memory,) = ExportDocument.model_validate(document()).memories
-    texts = index_source(memory, "bob: hello", RetrievalSettings())
+    payload = payload_of(memory, "v", "now")
+    asked: list[str] = []
+
+    def before(memory_id: str) -> dict[str, Any]:
+        asked.append(memory_id)
+        return {"data": "hello", "actor_id": "bob"}
+
+    texts = stored_index_texts(payload, RetrievalSettings(), before)
+    assert asked == [PREV]
     assert texts.dense == "bob: hello\nalice: I live in Hangzhou."
     assert texts.lexical == "(2026-01-01) alice: I live in Hangzhou."
-    plain = index_source(memory, "bob: hello", RetrievalSettings(context=False))
+    plain = stored_index_texts(payload, RetrievalSettings(context=False), before)
     assert plain.dense == plain.lexical == TEXT
 
 

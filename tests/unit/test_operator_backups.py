@@ -826,7 +826,7 @@ def test_a_backup_waits_for_the_service_and_gives_up_naming_why(service, monkeyp
     api = FakeApi(*cluster_objects(ready=False))
     run(backups.run_backup(api, "tenants", "acme-1"))
     messages = [s.get("message") for _, s in api.status_patches if s.get("message")]
-    assert messages == ["waiting: Deployment acme-memory: 0/1 replicas ready and updated"]
+    assert messages == ["waiting: Deployment acme-memory: 0/1 replicas ready"]
     _, last = api.status_patches[-1]
     assert last["phase"] == "Failed"
     assert "was not ready with the backup volume within 0 s" in last["error"]

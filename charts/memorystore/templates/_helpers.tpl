@@ -84,11 +84,11 @@ In every watched namespace (a Role per namespace, or the ClusterRole when cluste
 - secrets (again): apply.ensure_tls reads <store>-ca and <store>-tls, creates them and
   patches them on renewal.
 - memorystorebackups get, list, watch, create, patch, delete: kopf watches them and keeps
-  its annotations on them (backups.on_backup); apply.get_backup reads a restore's source;
-  backups.schedule lists a store's scheduled backups, creates the one due and deletes those
-  past spec.backup.retention. memorystorebackups/status patch: backups._set_status.
-- persistentvolumeclaims get: apply.claim_exists (the backup target of spec.backup.volume).
-- pods list: apply.restore_failure reads the service pods' restore init container.
+  its annotations on them (handlers.on_backup); backups.get_backup reads a restore's source;
+  backups.keep_schedule lists a store's scheduled backups, creates the one due and deletes
+  those past spec.backup.retention. memorystorebackups/status patch: backups._set_status.
+- persistentvolumeclaims get: backups.claim_exists (the backup target of spec.backup.volume).
+- pods list: backups.service_pods, whose restore init container backups.restore_failure reads.
 - certificates.cert-manager.io get, create, patch, delete: with spec.tls.issuerRef,
   apply.ensure_tls server-side applies the store's Certificate; once issuerRef is removed it
   reads that Certificate and deletes it if the store owns it, so cert-manager stops

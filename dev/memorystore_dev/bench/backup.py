@@ -57,7 +57,8 @@ def _engine(data_dir: Path) -> Any:
 
 def _fill(engine: Any, n: int) -> float:
     """N memories for 50 users, written as the service writes them (payload + history)."""
-    from memorystore.service.mem0_seam import memory_hash
+    from memorystore.service.mem0_seam import memory_payload
+    from memorystore.service.reindex import INDEX_KEY
     from memorystore.service.retrieval import index_texts
 
     started = time.perf_counter()
@@ -75,18 +76,9 @@ def _fill(engine: Any, n: int) -> float:
             now = datetime.now(UTC).isoformat()
             ids.append(str(uuid.uuid4()))
             vectors.append(vector.tolist())
-            payloads.append(
-                {
-                    "data": text,
-                    "hash": memory_hash(text),
-                    "created_at": now,
-                    "updated_at": now,
-                    "user_id": f"user-{i % 50}",
-                    "role": "user",
-                    "index_version": engine.index_version,
-                    "text_lemmatized": index_texts(text, None, None, None, retrieval).lexical,
-                }
-            )
+            fields = {"user_id": f"user-{i % 50}", "role": "user", INDEX_KEY: engine.index_version}
+            lexical = index_texts(text, None, None, None, retrieval).lexical
+            payloads.append(memory_payload(text, lexical, fields, now))
         engine.store.insert(vectors=vectors, payloads=payloads, ids=ids)
         for memory_id, payload in zip(ids, payloads, strict=True):
             engine.memory.db.add_history(
@@ -144,7 +136,7 @@ async def _backup_while_serving(engine: Any, target: Path) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
         try:
             started = time.perf_counter()
-            manifest = await backup.take(engine, target / "none.db", "bench")
+            manifest = await backup.take(engine, "bench")
             manifest["wall_s"] = time.perf_counter() - started
             return manifest
         finally:
