@@ -25,6 +25,7 @@ from memorystore.spec import (
     LLMSettings,
     Mode,
     Model,
+    PostgresSettings,
     RecallSettings,
     RetrievalSettings,
     Scope,
@@ -136,20 +137,57 @@ class ServerQdrant(Model):
     )
 
 
+class PostgresConnection(PostgresSettings):
+    """A PostgreSQL database the service shares with its other replicas (the spec's
+    settings, rendered by the operator, plus where the DSN comes from)."""
+
+    dsn: SecretSource = Field(
+        description="Connection URI or key=value DSN with the password in it (a CloudNativePG "
+        "cluster's `<cluster>-app` Secret key `uri` works as is)."
+    )
+    connect_timeout_seconds: float = Field(
+        5.0, gt=0, le=120, description="Longest a new connection may take to open."
+    )
+
+
+class PostgresVectors(Model):
+    """Vectors in PostgreSQL with pgvector (HNSW) and the keyword leg in PostgreSQL too."""
+
+    database: PostgresConnection | None = Field(
+        None, description="Another database for the vectors; unset: history.postgres's."
+    )
+    hnsw_ef_search: int = Field(
+        100, ge=10, le=1000, description="HNSW candidates examined per search (recall/speed)."
+    )
+
+
 class ServiceVectorStore(Model):
     embedded: EmbeddedQdrant | None = Field(None, description="In-process Qdrant engine.")
     server: ServerQdrant | None = Field(None, description="A Qdrant server.")
+    postgres: PostgresVectors | None = Field(None, description="PostgreSQL with pgvector.")
     collection: str = Field("memories", pattern=r"^[A-Za-z0-9_-]{1,64}$")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ServiceVectorStore:
-        if (self.embedded is None) == (self.server is None):
-            raise ValueError("set exactly one of `embedded` or `server`")
+        if sum(x is not None for x in (self.embedded, self.server, self.postgres)) != 1:
+            raise ValueError("set exactly one of `embedded`, `server` or `postgres`")
         return self
 
 
 class ServiceHistory(Model):
     path: str | None = Field(None, description="SQLite file of mem0's change history.")
+    postgres: PostgresConnection | None = Field(
+        None,
+        description="Keep the service's state (history, idempotency records, scope order and "
+        "locks, session journal, exports) in PostgreSQL instead of SQLite files, so several "
+        "replicas can serve one tenant.",
+    )
+
+    @model_validator(mode="after")
+    def _one_place(self) -> ServiceHistory:
+        if self.path is not None and self.postgres is not None:
+            raise ValueError("set `path` (SQLite) or `postgres`, not both")
+        return self
 
 
 class ServiceEmbedder(EmbedderSettings):
@@ -252,6 +290,21 @@ class ServiceConfig(Model):
     backup: ServiceBackup | None = Field(
         None, description="Backup target; none: `POST /v1/backups/` answers 409 (no target)."
     )
+
+    @model_validator(mode="after")
+    def _postgres_vectors_need_a_database(self) -> ServiceConfig:
+        pg = self.vector_store.postgres
+        if pg is not None and pg.database is None and self.history.postgres is None:
+            raise ValueError(
+                "vectorStore.postgres.database: unset, and history.postgres is unset too: "
+                "name the database for the vectors in one of them"
+            )
+        return self
+
+    def vector_database(self) -> PostgresConnection | None:
+        """The database of a PostgreSQL vector store (its own, or the history's)."""
+        pg = self.vector_store.postgres
+        return None if pg is None else (pg.database or self.history.postgres)
 
     @model_validator(mode="after")
     def _previous_key_is_optional(self) -> ServiceConfig:

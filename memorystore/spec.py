@@ -441,8 +441,56 @@ class EmbeddedEngine(Model):
     """
 
 
+class PostgresSettings(Model):
+    """How each memory-service replica uses a PostgreSQL database.
+
+    The same fields, bounds and defaults as the service config's `PostgresConnection`
+    (`memorystore.config`), which the operator renders from these."""
+
+    pool_size: int = Field(
+        10,
+        ge=2,
+        le=200,
+        description="Most pooled connections each memory-service replica holds open to the "
+        "database (one pool for queries and one for locks, each up to this size): size the "
+        "database's max_connections for replicas × 2 × poolSize.",
+    )
+    statement_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="Longest a single statement may run before it fails (the request "
+        "then answers 503).",
+    )
+
+
+# A DSN in a Secret: a CloudNativePG cluster's `<cluster>-app` Secret, key `uri`, works as is.
+_DSN_SECRET = (
+    "Secret key holding a PostgreSQL connection URI or key=value DSN, password included (a "
+    "CloudNativePG cluster's `<cluster>-app` Secret, key `uri`, works as is). Passed to the "
+    "memory service as an environment variable from the Secret, never copied into a ConfigMap."
+)
+
+
+class PostgresVectors(Model):
+    """Vectors in PostgreSQL with pgvector (HNSW); keyword search runs in PostgreSQL too."""
+
+    dsn_secret_ref: SecretKeyRef | None = Field(
+        None,
+        description=f"{_DSN_SECRET} Unset: the database of spec.historyDb.postgres (which must "
+        "then be set).",
+    )
+    hnsw_ef_search: int = Field(
+        100,
+        ge=10,
+        le=1000,
+        description="HNSW candidates examined per search: more finds more of the true nearest "
+        "neighbours, more slowly.",
+    )
+
+
 class VectorStoreSpec(Model):
-    """Where vectors live: exactly one of `managed`, `external` or `embedded`."""
+    """Where vectors live: exactly one of `managed`, `external`, `embedded` or `postgres`."""
 
     managed: ManagedQdrant | None = Field(None, description="Operator-managed Qdrant.")
     external: ExternalQdrant | None = Field(None, description="External Qdrant.")
@@ -451,10 +499,18 @@ class VectorStoreSpec(Model):
         description="The Qdrant engine in the memory service's process, on its data volume "
         "(spec.historyDb.sqlite.storage): one pod, at most one replica. Set as `embedded: {}`.",
     )
+    postgres: PostgresVectors | None = Field(
+        None,
+        description="PostgreSQL with the pgvector extension, shared by every service replica: "
+        "by default the database of spec.historyDb.postgres (set as `postgres: {}`), or "
+        "another one (dsnSecretRef). The database needs pgvector installed.",
+    )
     collection: str = Field(
         "memories",
         pattern=r"^[A-Za-z0-9_-]{1,64}$",
-        description="Collection name. Cannot change once created.",
+        description="Collection name. Cannot change once created. With "
+        "spec.vectorStore.postgres it names the vectors' tables, so stores that share a "
+        "vector database need different ones.",
     )
 
 
@@ -466,13 +522,26 @@ class HistorySQLite(Model):
     )
 
 
-class HistoryPostgres(Model):
-    dsn_secret_ref: SecretKeyRef = Field(description="Secret holding a PostgreSQL DSN.")
+class HistoryPostgres(PostgresSettings):
+    """The service's state in PostgreSQL: no data volume, and several replicas can serve."""
+
+    dsn_secret_ref: SecretKeyRef = Field(
+        description=f"{_DSN_SECRET} The database is the store's own: its tables have fixed names."
+    )
 
 
 class HistoryDBSpec(Model):
-    sqlite: HistorySQLite | None = Field(None, description="SQLite on a volume (one replica).")
-    postgres: HistoryPostgres | None = Field(None, description="PostgreSQL (many replicas).")
+    sqlite: HistorySQLite | None = Field(
+        None, description="SQLite files on a ReadWriteOnce volume: one service replica."
+    )
+    postgres: HistoryPostgres | None = Field(
+        None,
+        description="PostgreSQL: the service's state (history, idempotency records, scope "
+        "order and locks, session journal, exports) in a database every replica shares, so "
+        "spec.service.replicas may exceed 1 (with spec.vectorStore.managed, external or "
+        "postgres). No data volume is created. spec.backup and spec.restore do not apply: "
+        "back the database up with its own tools (pg_dump, CloudNativePG backups).",
+    )
 
 
 class ServiceSpec(Placed):
@@ -481,7 +550,8 @@ class ServiceSpec(Placed):
         ge=1,
         le=20,
         description="Memory-service replicas, at least 1: to scale to zero use spec.suspend "
-        "(data kept).",
+        "(data kept). More than 1 needs spec.historyDb.postgres and vectors every replica "
+        "reaches (spec.vectorStore.managed, external or postgres).",
     )
     resources: Resources = Field(default_factory=Resources, description="Service resources.")
     image: str | None = Field(None, description="Service image; the chart's default if unset.")
@@ -669,12 +739,13 @@ class MemoryStoreSpec(Model):
 
     vector_store: VectorStoreSpec = Field(
         default_factory=lambda: VectorStoreSpec(managed=ManagedQdrant()),
-        description="Where vectors live: exactly one of managed (the default), external or "
-        "embedded.",
+        description="Where vectors live: exactly one of managed (the default), external, "
+        "embedded or postgres.",
     )
     history_db: HistoryDBSpec = Field(
         default_factory=lambda: HistoryDBSpec(sqlite=HistorySQLite()),
-        description="Where the change history lives.",
+        description="Where the service's state lives (change history, idempotency records, "
+        "sessions): exactly one of sqlite (the default) or postgres.",
     )
     embedder: CRDEmbedder = Field(default_factory=CRDEmbedder, description="Embedding model.")
     llm: CRDLLM | None = Field(None, description="Extraction model; none stores text as is.")
@@ -712,12 +783,15 @@ class MemoryStoreSpec(Model):
     backup: BackupSpec | None = Field(
         None,
         description="Backups: the target volume, an optional schedule and how many scheduled "
-        "backups to keep. Unset: MemoryStoreBackups naming this store fail.",
+        "backups to keep. Unset: MemoryStoreBackups naming this store fail. Not with "
+        "spec.historyDb.postgres or spec.vectorStore.postgres: back the database up with its "
+        "own tools (pg_dump, CloudNativePG backups).",
     )
     restore: RestoreSpec | None = Field(
         None,
         description="Start from a backup (MemoryStoreBackup). Only when the store is created: "
-        "it cannot be added, changed or removed afterwards.",
+        "it cannot be added, changed or removed afterwards. Not with spec.historyDb.postgres "
+        "or spec.vectorStore.postgres (restore the database with its own tools).",
     )
 
 
@@ -750,6 +824,7 @@ class ConditionReason(StrEnum):
     UNREACHABLE = "Unreachable"
     EXTERNAL = "External"
     EMBEDDED = "Embedded"
+    POSTGRES = "Postgres"
     SERVICE_NOT_READY = "ServiceNotReady"
     SECRET_MISSING = "SecretMissing"
     VOLUME_PENDING = "VolumePending"
@@ -787,8 +862,11 @@ CONDITION_REASONS: dict[ConditionReason, str] = {
     ConditionReason.EXTERNAL: "VectorStoreReady: the external Qdrant answers /readyz",
     ConditionReason.EMBEDDED: "VectorStoreReady: the engine runs inside the memory service, "
     "which is ready",
-    ConditionReason.SERVICE_NOT_READY: "VectorStoreReady: the embedded engine waits for the "
-    "memory service that runs it",
+    ConditionReason.POSTGRES: "VectorStoreReady: the vectors are in PostgreSQL "
+    "(spec.vectorStore.postgres) and the memory service, whose /readyz queries the database, "
+    "is ready",
+    ConditionReason.SERVICE_NOT_READY: "VectorStoreReady: the embedded engine, or the "
+    "PostgreSQL vectors, are seen through the memory service, which is not ready",
     ConditionReason.SECRET_MISSING: "a Secret or key the spec names does not exist; the "
     "message names the field",
     ConditionReason.VOLUME_PENDING: "a PersistentVolumeClaim is not bound (is there a "

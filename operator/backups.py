@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from memorystore.operator import apply, names
 from memorystore.operator.builders.model import Owner, Restore
 from memorystore.operator.builders.paths import BACKUP_DIR
+from memorystore.operator.builders.validate import POSTGRES_BACKUP_ADVICE, postgres_fields
 from memorystore.operator.status import Workload, workload_state
 from memorystore.spec import (
     BACKUP_KIND,
@@ -522,6 +523,12 @@ async def _preconditions(
         spec = MemoryStoreSpec.model_validate(found.to_dict().get("spec") or {})
     except ValidationError:
         raise BackupFailed(f"store {store}'s spec is not valid (see its status)") from None
+    in_postgres = postgres_fields(spec)
+    if in_postgres:  # before spec.backup: setting it would not help
+        raise BackupFailed(
+            f"store {store} keeps its memories in PostgreSQL ({' and '.join(in_postgres)}): "
+            f"{POSTGRES_BACKUP_ADVICE}"
+        )
     if spec.backup is None:
         raise BackupFailed(
             f"store {store} has no spec.backup.volume: set spec.backup.volume.claimName to a "

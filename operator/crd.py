@@ -130,15 +130,22 @@ _OFFLINE_DIMS_MAP = "{" + ", ".join(f"'{k}': {v}" for k, v in OFFLINE_EMBEDDER_D
 # it is what `kubectl apply` prints. On a request every defaulted field is present, but the
 # API server also checks each rule against the bare `default: {}` of its object, so rules
 # guard defaulted fields with has().
+_HISTORY_POSTGRES = "has(self.historyDb) && has(self.historyDb.postgres)"
+_VECTORS_POSTGRES = "has(self.vectorStore) && has(self.vectorStore.postgres)"
+_IN_POSTGRES = "spec.historyDb.postgres or spec.vectorStore.postgres"
+
 RULES: dict[str, list[Schema]] = {
     "spec": [
+        # Several replicas need the state (historyDb.postgres) and the vectors (managed,
+        # external or postgres) shared: these two rules together allow exactly that.
         {
             "rule": "!has(self.historyDb) || !has(self.historyDb.sqlite) || !has(self.service) "
             "|| !has(self.service.replicas) || self.service.replicas <= 1",
             "fieldPath": ".service.replicas",
             "reason": "FieldValueForbidden",
             "message": "spec.service.replicas must be 1 with spec.historyDb.sqlite "
-            "(one writer per SQLite file); use spec.historyDb.postgres for more replicas",
+            "(one writer per SQLite file on a ReadWriteOnce volume); for more replicas the "
+            "store needs spec.historyDb.postgres",
         },
         {
             "rule": "!has(self.vectorStore) || !has(self.vectorStore.embedded) "
@@ -146,8 +153,8 @@ RULES: dict[str, list[Schema]] = {
             "fieldPath": ".service.replicas",
             "reason": "FieldValueForbidden",
             "message": "spec.service.replicas must be 1 with spec.vectorStore.embedded: "
-            "the engine holds a single-process lock on its files; use spec.vectorStore.managed "
-            "or spec.vectorStore.external for more replicas",
+            "the engine holds a single-process lock on its files; for more replicas the store "
+            "needs spec.vectorStore.postgres, managed or external (and spec.historyDb.postgres)",
         },
         {
             "rule": "!has(self.vectorStore) || !has(self.vectorStore.embedded) "
@@ -156,6 +163,31 @@ RULES: dict[str, list[Schema]] = {
             "reason": "FieldValueRequired",
             "message": "spec.historyDb.sqlite is required with spec.vectorStore.embedded: the "
             "engine's files live on its volume",
+        },
+        {
+            "rule": "!has(self.vectorStore) || !has(self.vectorStore.postgres) "
+            f"|| has(self.vectorStore.postgres.dsnSecretRef) || ({_HISTORY_POSTGRES})",
+            "fieldPath": ".vectorStore.postgres.dsnSecretRef",
+            "reason": "FieldValueRequired",
+            "message": "spec.vectorStore.postgres.dsnSecretRef is required unless "
+            "spec.historyDb.postgres is set: unset, the vectors live in the history's database",
+        },
+        # The service's backups are files on a volume; a database has its own tools.
+        {
+            "rule": f"!has(self.backup) || !(({_HISTORY_POSTGRES}) || ({_VECTORS_POSTGRES}))",
+            "fieldPath": ".backup",
+            "reason": "FieldValueForbidden",
+            "message": f"spec.backup must not be set with {_IN_POSTGRES}: the memories are in "
+            "PostgreSQL, so back the database up with its own tools (pg_dump, CloudNativePG "
+            "backups)",
+        },
+        {
+            "rule": f"!has(self.restore) || !(({_HISTORY_POSTGRES}) || ({_VECTORS_POSTGRES}))",
+            "fieldPath": ".restore",
+            "reason": "FieldValueForbidden",
+            "message": f"spec.restore must not be set with {_IN_POSTGRES}: a backup restores "
+            "into the service's data volume, not a database; restore the database with its "
+            "own tools (pg_restore, a CloudNativePG recovery)",
         },
         # Transition rule (updates only): a store is restored into its empty data once, at
         # creation.
@@ -169,18 +201,19 @@ RULES: dict[str, list[Schema]] = {
     "spec.vectorStore": [
         {
             "rule": "(has(self.managed) ? 1 : 0) + (has(self.external) ? 1 : 0) "
-            "+ (has(self.embedded) ? 1 : 0) == 1",
-            "message": "exactly one of spec.vectorStore.managed, spec.vectorStore.external or "
-            "spec.vectorStore.embedded must be set",
+            "+ (has(self.embedded) ? 1 : 0) + (has(self.postgres) ? 1 : 0) == 1",
+            "message": "exactly one of spec.vectorStore.managed, spec.vectorStore.external, "
+            "spec.vectorStore.embedded or spec.vectorStore.postgres must be set",
         },
         {
             # Transition rule (updates only): the memories stay where they were written.
             "rule": "has(self.managed) == has(oldSelf.managed) "
             "&& has(self.external) == has(oldSelf.external) "
-            "&& has(self.embedded) == has(oldSelf.embedded)",
+            "&& has(self.embedded) == has(oldSelf.embedded) "
+            "&& has(self.postgres) == has(oldSelf.postgres)",
             "reason": "FieldValueForbidden",
-            "message": "the tier of spec.vectorStore (managed, external or embedded) cannot be "
-            "changed: the stored memories stay where they were written. "
+            "message": "the tier of spec.vectorStore (managed, external, embedded or postgres) "
+            "cannot be changed: the stored memories stay where they were written. "
             + _migrate("the other tier"),
         },
     ],
@@ -229,7 +262,17 @@ RULES: dict[str, list[Schema]] = {
             "rule": "has(self.sqlite) != has(self.postgres)",
             "message": "exactly one of spec.historyDb.sqlite or spec.historyDb.postgres "
             "must be set",
-        }
+        },
+        {
+            # Transition rule (updates only): the service does not move its state from one
+            # to the other; switching would start from an empty history and session journal.
+            "rule": "has(self.sqlite) == has(oldSelf.sqlite) "
+            "&& has(self.postgres) == has(oldSelf.postgres)",
+            "reason": "FieldValueForbidden",
+            "message": "the tier of spec.historyDb (sqlite or postgres) cannot be changed: the "
+            "change history, session journal and idempotency records stay where they were "
+            "written. " + _migrate("the other tier"),
+        },
     ],
     "spec.embedder": [
         {

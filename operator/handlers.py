@@ -343,6 +343,7 @@ async def _observe(reconciler: Reconciler, owner: Owner, spec: MemoryStoreSpec) 
         suspended=spec.suspend,
         vector_store=workloads.get("StatefulSet"),
         embedded_vector_store=spec.vector_store.embedded is not None,
+        postgres_vector_store=spec.vector_store.postgres is not None,
         external_vector_store=external.url if external else None,
         external_error=await apply.probe_qdrant(external.url) if external else None,
         service=workloads.get("Deployment"),
@@ -386,11 +387,18 @@ def _newly_shared(previous: dict[str, Any], status: MemoryStoreStatus) -> bool:
 
 def secret_refs(spec: MemoryStoreSpec) -> dict[str, tuple[str, str]]:
     """Every Secret key the user's spec points at, by the field that names it."""
+    vs, history = spec.vector_store, spec.history_db
     refs = {
         "spec.embedder.apiKeySecretRef": spec.embedder.api_key_secret_ref,
         "spec.llm.apiKeySecretRef": spec.llm.api_key_secret_ref if spec.llm else None,
         "spec.vectorStore.external.apiKeySecretRef": (
-            spec.vector_store.external.api_key_secret_ref if spec.vector_store.external else None
+            vs.external.api_key_secret_ref if vs.external else None
+        ),
+        "spec.vectorStore.postgres.dsnSecretRef": (
+            vs.postgres.dsn_secret_ref if vs.postgres else None
+        ),
+        "spec.historyDb.postgres.dsnSecretRef": (
+            history.postgres.dsn_secret_ref if history.postgres else None
         ),
     }
     return {field: (ref.name, ref.key) for field, ref in refs.items() if ref is not None}

@@ -51,6 +51,9 @@ class Observed:
     spec_error: str | None = None  # a spec the operator cannot realise
     vector_store: Workload | None = None  # None for an external or embedded Qdrant
     embedded_vector_store: bool = False  # the engine runs inside the memory service
+    # spec.vectorStore.postgres: the operator does not reach the database itself (no
+    # credentials, maybe no route); the service's /readyz queries it.
+    postgres_vector_store: bool = False
     external_vector_store: str | None = None  # its URL, when external
     external_error: str | None = None  # why the external Qdrant did not answer its readyz
     service: Workload | None = None
@@ -191,9 +194,15 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             f"waiting for PersistentVolumeClaim {', '.join(observed.pending_claims)} "
             "to be bound (is there a default StorageClass?)"
         )
-    if observed.embedded_vector_store:
-        # In the service's process: ready with its pod, whose /readyz queries the engine.
-        vs_ok, vs_reason, vs_msg = svc_ok, R.EMBEDDED, "embedded in the memory service"
+    through_service = observed.embedded_vector_store or observed.postgres_vector_store
+    if through_service:
+        # Ready with the service's pods, whose /readyz queries the engine or the database.
+        if observed.embedded_vector_store:
+            vs_reason, vs_msg = R.EMBEDDED, "embedded in the memory service"
+        else:
+            vs_reason = R.POSTGRES
+            vs_msg = "in PostgreSQL (spec.vectorStore.postgres), queried by the memory service"
+        vs_ok = svc_ok
         if not svc_ok:
             vs_reason, vs_msg = R.SERVICE_NOT_READY, f"{vs_msg}, which is not ready: {svc_msg}"
     conds = set_condition(conds, VECTOR_STORE_READY, _flag(vs_ok), vs_reason, vs_msg, now, gen)
@@ -244,8 +253,8 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             gen,
         )
         return _status(observed, conds, Phase.READY)
-    # An embedded engine waits on the service: Ready names the service's reason.
-    own = vs_ok or observed.embedded_vector_store
+    # An embedded engine or PostgreSQL vectors wait on the service: Ready names its reason.
+    own = vs_ok or through_service
     blocking = svc_msg if own else vs_msg
     reason = svc_reason if own else vs_reason
     conds = set_condition(conds, READY, ConditionStatus.FALSE, reason, blocking, now, gen)

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel
 
 from memorystore.config import ServiceConfig
 from memorystore.recall import pack
-from memorystore.service import backup
+from memorystore.service import backup, exports, idempotency, pg, sessions
 from memorystore.service.auth import KeyRing
 from memorystore.service.consolidation import Consolidator
 from memorystore.service.engine import (
@@ -32,7 +32,6 @@ from memorystore.service.engine import (
     NotFound,
     id_problem,
 )
-from memorystore.service.exports import ExportStore
 from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
 from memorystore.service.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
 from memorystore.service.portability import FormatError, build_export, import_document
@@ -55,7 +54,6 @@ from memorystore.service.schemas import (
     check_metadata,
     split_scope,
 )
-from memorystore.service.sessions import SessionJournal, journal_path
 
 log = logging.getLogger("memorystore.service")
 ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
@@ -179,6 +177,48 @@ async def _reindex(reindexer: Reindexer) -> None:
         log.exception("re-index stopped; the memories not yet re-indexed wait for the next start")
 
 
+PREPARE_RETRY_S = (1.0, 2.0, 5.0, 10.0)  # waits between start-up attempts, the last repeats
+
+
+async def _reindex_stale(reindexer: Reindexer, stale: int | None = None) -> None:
+    """Re-index the memories indexed with other settings (`stale` of them, if counted)."""
+    if stale is None:
+        stale = await asyncio.to_thread(reindexer.pending)
+    if stale:
+        log.info(
+            "%d memories were indexed with other settings: re-indexing them to %s in the "
+            "background (the store is searchable meanwhile)",
+            stale,
+            reindexer.version,
+        )
+        await _reindex(reindexer)
+
+
+async def _prepare(
+    engine: MemoryEngine, migrations: list[pg.Migration], reindexer: Reindexer
+) -> None:
+    """Bring the PostgreSQL schema up to date, retrying until the database lets us (until
+    then /readyz answers 503 with the reason, `engine.not_ready`), then re-index."""
+    attempt = 0
+    while True:
+        try:
+            applied = await asyncio.to_thread(engine.prepare, migrations)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, pg.DatabaseUnavailable) else type(exc).__name__
+            engine.not_ready = f"database not ready: {reason}"
+            wait = PREPARE_RETRY_S[min(attempt, len(PREPARE_RETRY_S) - 1)]
+            log.warning("%s; retrying in %.0f s", engine.not_ready, wait)
+            attempt += 1
+            await asyncio.sleep(wait)
+            continue
+        for step in applied:
+            log.info("database schema: applied %s", step)
+        break
+    await _reindex_stale(reindexer)
+
+
 async def _end_logged(consolidator: Consolidator, scope: EntityIds, session: str) -> None:
     """A session end answered with 202: failures are logged, the idle sweep retries."""
     try:
@@ -193,10 +233,22 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     """Build the app; opens the store and loads the embedder now, so bad config fails here."""
     keyring = KeyRing(cfg.api_key, cfg.previous_api_key)  # re-reads rotated key files
     engine = MemoryEngine(cfg)
-    idem = IdempotencyStore(cfg.path_in_data_dir(None, "idempotency.db"))
-    journal = SessionJournal(journal_path(cfg))
-    exports = ExportStore(cfg.path_in_data_dir(None, "exports.db"))
-    consolidator = Consolidator(engine, journal)
+    state = engine.database  # history.postgres: what replicas share lives there
+    journal: sessions.SessionJournal | sessions.PgSessionJournal
+    saved: exports.ExportStore | exports.PgExportStore
+    if state is None:
+        idem = IdempotencyStore(
+            idempotency.LocalRecords(cfg.path_in_data_dir(None, "idempotency.db"))
+        )
+        journal = sessions.SessionJournal(sessions.journal_path(cfg))
+        saved = exports.ExportStore(cfg.path_in_data_dir(None, "exports.db"))
+    else:
+        idem = IdempotencyStore(idempotency.PgRecords(state), pg.ReplicaLocks(state, "idempotency"))
+        journal = sessions.PgSessionJournal(state)
+        saved = exports.PgExportStore(state)
+    migrations = [*idempotency.MIGRATIONS, *sessions.MIGRATIONS, *exports.MIGRATIONS]
+    session_locks = pg.ReplicaLocks(state, "session") if state is not None else None
+    consolidator = Consolidator(engine, journal, locks=session_locks)
     background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
     metrics = Metrics(engine.count)
     limits = cfg.limits
@@ -206,27 +258,23 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         log.info("memory service for tenant %s ready", cfg.tenant)
-        task = None
-        stale = await asyncio.to_thread(reindexer.pending)
-        if stale:
-            log.info(
-                "%d memories were indexed with other settings: re-indexing them to %s in the "
-                "background (the store is searchable meanwhile)",
-                stale,
-                reindexer.version,
-            )
-            task = asyncio.create_task(_reindex(reindexer))
+        if engine.not_ready is None:  # counted before the first request (readyz shows it)
+            stale = await asyncio.to_thread(reindexer.pending)
+            task: asyncio.Task[None] = asyncio.create_task(_reindex_stale(reindexer, stale))
+        else:  # PostgreSQL: the schema first, in the background, while /healthz serves
+            task = asyncio.create_task(_prepare(engine, migrations, reindexer))
         idle_s = cfg.consolidation.session_idle_minutes * 60
         sweeper = asyncio.create_task(_sweep(consolidator, idle_s))
         yield
         for running in (task, sweeper, *background):
-            if running is not None:
-                running.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await running
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
         journal.close()
-        exports.close()
+        saved.close()
         idem.close()
+        for database in engine.databases():
+            await database.aclose()
         engine.close()
 
     docs = cfg.api_docs  # off by default: the schema maps the API for anyone who can reach it
@@ -250,7 +298,13 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
                 headers={"WWW-Authenticate": "Token"},
             )
 
-    api = APIRouter(dependencies=[Depends(authorise)], responses=ERROR_RESPONSES)
+    def prepared() -> None:
+        """Until the database schema is checked (PostgreSQL), answer at once with the reason
+        instead of waiting on a database that may be down."""
+        if engine.not_ready is not None:
+            raise pg.DatabaseUnavailable(engine.not_ready)
+
+    api = APIRouter(dependencies=[Depends(authorise), Depends(prepared)], responses=ERROR_RESPONSES)
 
     def check_text(text: str, field: str) -> None:
         if len(text) > limits.max_memory_chars:
@@ -410,7 +464,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             raise HTTPException(400, "a scope is required: give user_id, agent_id or run_id")
         deleted = await engine.delete_all(scope)
         await asyncio.to_thread(journal.forget, scope)
-        await asyncio.to_thread(exports.forget, scope)  # no copy outlives the deletion
+        await asyncio.to_thread(saved.forget, scope)  # no copy outlives the deletion
         return {"message": "Memories deleted successfully!", "deleted": deleted}
 
     @api.get("/v1/memories/{memory_id}/history/")
@@ -440,7 +494,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         scope = EntityIds(**{key: name})
         deleted = await engine.delete_all(scope)
         await asyncio.to_thread(journal.forget, scope)
-        await asyncio.to_thread(exports.forget, scope)  # no copy outlives the deletion
+        await asyncio.to_thread(saved.forget, scope)  # no copy outlives the deletion
         return {"message": "Entity deleted successfully.", "deleted": deleted}
 
     @api.post("/v1/sessions/{session_id}/exchanges/")
@@ -533,7 +587,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         scope, rest = scoped(body, body.filters)
         whole_scope(rest)
         document = await build_export(engine, cfg.tenant, scope, body.export_schema)
-        await asyncio.to_thread(exports.put, scope, document)
+        await asyncio.to_thread(saved.put, scope, document)
         return {
             "message": "Memory export request received. The export will be ready in a few seconds.",
             "id": document["id"],
@@ -548,14 +602,14 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             scope, rest = scoped(body, body.filters)
             whole_scope(rest)
         if body.memory_export_id is not None:
-            found = await asyncio.to_thread(exports.get, body.memory_export_id)
+            found = await asyncio.to_thread(saved.get, body.memory_export_id)
             if found is None or (scope is not None and found[0] != scope):
                 raise HTTPException(
                     404, f"memory_export_id: no export {body.memory_export_id} in this scope"
                 )
             return found[1]
         assert scope is not None
-        document = await asyncio.to_thread(exports.latest, scope)
+        document = await asyncio.to_thread(saved.latest, scope)
         if document is None:
             raise HTTPException(404, f"no export of the scope {scope.filters()} (or expired)")
         return document
@@ -571,7 +625,11 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     backup_errors: dict[int | str, dict[str, Any]] = {
         code: {"model": Problem, "description": text}
         for code, text in (
-            (409, "No backup target (backup.path), or a backup of that name exists"),
+            (
+                409,
+                "No backup target (backup.path), a backup of that name exists, or the store "
+                "is in PostgreSQL (its backups are the database's)",
+            ),
             (503, "The backup target is missing or not writable"),
             (507, "The backup target is full"),
         )
@@ -602,8 +660,10 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         try:
             await asyncio.wait_for(asyncio.to_thread(engine.check_ready), timeout=5)
         except Exception as exc:
-            log.warning("not ready: %s", type(exc).__name__)
-            return JSONResponse({"status": "unavailable", "reason": type(exc).__name__}, 503)
+            # a DatabaseUnavailable says why without a secret; anything else by its type
+            reason = str(exc) if isinstance(exc, pg.DatabaseUnavailable) else type(exc).__name__
+            log.warning("not ready: %s", reason)
+            return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         body: dict[str, Any] = {"status": "ok"}
         if reindexer.progress is not None:
             body["reindex"] = reindexer.progress.as_dict()
@@ -616,6 +676,10 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     @app.exception_handler(backup.BackupError)
     async def backup_failed(_: Request, exc: backup.BackupError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, exc.status)
+
+    @app.exception_handler(pg.DatabaseUnavailable)
+    async def database_unavailable(_: Request, exc: pg.DatabaseUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 503, headers={"Retry-After": "5"})
 
     @app.exception_handler(NotFound)
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:

@@ -76,6 +76,19 @@ class BackupError(Exception):
         self.status = status
 
 
+POSTGRES_REFUSAL = (
+    "this store keeps its memories in PostgreSQL (history.postgres or vectorStore.postgres): "
+    "back the database up with its own tools (pg_dump, CloudNativePG backups); exports "
+    "(POST /v1/exports/) move single scopes"
+)
+
+
+def _refuse_postgres(cfg: ServiceConfig) -> None:
+    """A backup holds SQLite files and the engine's points; a PostgreSQL store has neither."""
+    if cfg.history.postgres is not None or cfg.vector_store.postgres is not None:
+        raise BackupError(POSTGRES_REFUSAL, 409)
+
+
 def name_problem(name: str) -> str | None:
     """Why `name` cannot name a backup: it must be a Kubernetes object name (a
     MemoryStoreBackup's), which also keeps it one plain directory name."""
@@ -226,6 +239,7 @@ def _finish(work: Path, name: str, snapshot: Snapshot, cfg: ServiceConfig, start
 async def take(engine: Any, name: str) -> dict[str, Any]:
     """Back the store up into `<backup.path>/<name>/` while it serves; returns the manifest."""
     cfg: ServiceConfig = engine.cfg
+    _refuse_postgres(cfg)
     problem = name_problem(name)
     if problem:
         raise BackupError(problem, 422)
@@ -266,6 +280,7 @@ def take_stopped(cfg: ServiceConfig, target: Path, name: str) -> dict[str, Any]:
     allows one process), into `target/name`; a summary of the manifest."""
     from memorystore.service.engine import MemoryEngine  # loads mem0 and the embedder
 
+    _refuse_postgres(cfg)
     cfg = cfg.model_copy(update={"backup": ServiceBackup(path=str(target))})
     engine = MemoryEngine(cfg)
     try:
@@ -385,6 +400,7 @@ def restore(source: Path, cfg: ServiceConfig) -> dict[str, Any]:
     Returns `{"restored": bool, "memories", "history_events", "name"}`; `restored` is False
     when this very backup was already restored here (nothing is written then).
     """
+    _refuse_postgres(cfg)
     from memorystore.service.engine import MemoryEngine  # loads mem0 and the embedder
 
     manifest = verify(source, cfg)

@@ -24,7 +24,8 @@ from typing import Any
 
 from memorystore.keyed_locks import KeyedLocks
 from memorystore.service.engine import EntityIds, MemoryEngine
-from memorystore.service.sessions import SessionJournal
+from memorystore.service.pg import ReplicaLocks
+from memorystore.service.sessions import PgSessionJournal, SessionJournal
 
 log = logging.getLogger("memorystore.service")
 
@@ -100,11 +101,19 @@ def statements(messages: list[dict[str, Any]]) -> list[str]:
 
 
 class Consolidator:
-    def __init__(self, engine: MemoryEngine, journal: SessionJournal, timeout_s: float = 300.0):
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        journal: SessionJournal | PgSessionJournal,
+        timeout_s: float = 300.0,
+        locks: KeyedLocks | ReplicaLocks | None = None,
+    ):
         self.engine = engine
         self.journal = journal
         self.timeout_s = timeout_s
-        self._locks = KeyedLocks()
+        # one consolidation of a session at a time: across replicas with PostgreSQL (each
+        # replica's idle sweep sees every session), so the second finds nothing pending
+        self._locks = locks if locks is not None else KeyedLocks()
 
     async def end(self, scope: EntityIds, session: str) -> dict[str, Any]:
         """Consolidate the session's pending exchanges; {"exchanges": 0, ...} when none."""

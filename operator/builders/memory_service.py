@@ -27,8 +27,10 @@ from memorystore.operator.builders.paths import (
     CONFIG_DIR,
     DATA_DIR,
     ENV_EMBEDDER_KEY,
+    ENV_HISTORY_DSN,
     ENV_LLM_KEY,
     ENV_QDRANT_KEY,
+    ENV_VECTOR_DSN,
     RESTORE_DIR,
     SERVICE_CONFIG_PATH,
     SERVICE_KEY_DIR,
@@ -50,7 +52,8 @@ def memory_config_map(owner: Owner, config_text: str) -> dict[str, Any]:
 
 def memory_data_claim(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
     """The SQLite history, idempotency keys and, with spec.vectorStore.embedded, the engine's
-    files (ReadWriteOnce: one pod at a time)."""
+    files (ReadWriteOnce: one pod at a time). Only with spec.historyDb.sqlite: with
+    PostgreSQL the service keeps nothing durable in its data directory."""
     sqlite = spec.history_db.sqlite
     assert sqlite is not None
     return {
@@ -81,7 +84,40 @@ def _memory_env(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
         env.append(ref_env(ENV_EMBEDDER_KEY, spec.embedder.api_key_secret_ref))
     if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
         env.append(ref_env(ENV_LLM_KEY, spec.llm.api_key_secret_ref))
+    if spec.history_db.postgres is not None:
+        env.append(ref_env(ENV_HISTORY_DSN, spec.history_db.postgres.dsn_secret_ref))
+    if vs.postgres is not None and vs.postgres.dsn_secret_ref is not None:
+        env.append(ref_env(ENV_VECTOR_DSN, vs.postgres.dsn_secret_ref))
     return sorted(env, key=lambda e: e["name"])
+
+
+def _data_volume(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
+    """The service's data directory: the claim with a SQLite history. With PostgreSQL an
+    emptyDir: what the service still writes there (mem0's own directory) is rebuilt at
+    start-up, and the models are in the image."""
+    if spec.history_db.postgres is not None:
+        return {"emptyDir": {}, "name": "data"}
+    return {
+        "name": "data",
+        "persistentVolumeClaim": {"claimName": names.memory_data_claim_name(owner.name)},
+    }
+
+
+def _strategy(spec: MemoryStoreSpec) -> dict[str, Any]:
+    """How a new revision replaces the pods.
+
+    SQLite history: Recreate. The data volume is ReadWriteOnce (and an embedded engine locks
+    its files): the old pod must let go before the new one starts.
+
+    PostgreSQL history: RollingUpdate, one new pod at a time (maxSurge 1) and none taken away
+    before its replacement is ready (maxUnavailable 0), so a config change or an upgrade
+    never leaves the store without a ready replica, even with one. One surge pod at a time
+    bounds what a rollout adds: one more embedder in memory and one more replica's pooled
+    connections to the database. Old and new pods serve side by side meanwhile, through the
+    state they share in the database."""
+    if spec.history_db.postgres is None:
+        return {"type": "Recreate"}
+    return {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}, "type": "RollingUpdate"}
 
 
 def _memory_port(spec: MemoryStoreSpec) -> str:
@@ -222,9 +258,7 @@ def memory_deployment(
         "spec": {
             "replicas": 0 if spec.suspend else spec.service.replicas,
             "selector": {"matchLabels": names.selector_labels(store, names.MEMORY_SERVICE)},
-            # The data volume is ReadWriteOnce (and an embedded engine locks its files): the
-            # old pod must let go before the new starts.
-            "strategy": {"type": "Recreate"},
+            "strategy": _strategy(spec),
             "template": {
                 "metadata": {
                     # Only the rendered config: the keys Secret never changes after creation,
@@ -246,12 +280,7 @@ def memory_deployment(
                             "configMap": {"name": names.memory_config_map_name(store)},
                             "name": "config",
                         },
-                        {
-                            "name": "data",
-                            "persistentVolumeClaim": {
-                                "claimName": names.memory_data_claim_name(store)
-                            },
-                        },
+                        _data_volume(owner, spec),
                         {
                             "name": "service-key",
                             # Whole Secret, no subPath: kubelet then updates the files in

@@ -35,6 +35,10 @@ RESTORE_DIR = "/restore"
 ENV_QDRANT_KEY = "QDRANT_API_KEY"
 ENV_EMBEDDER_KEY = "EMBEDDER_API_KEY"
 ENV_LLM_KEY = "LLM_API_KEY"
+# The PostgreSQL DSNs (spec.historyDb.postgres, spec.vectorStore.postgres.dsnSecretRef): read
+# once at start-up, like the keys above, so a variable is as good as a file here.
+ENV_HISTORY_DSN = "HISTORY_DATABASE_DSN"
+ENV_VECTOR_DSN = "VECTOR_DATABASE_DSN"
 
 # --- inside agent pods ----------------------------------------------------------------------
 # Agents mount the client Secret here; client.yaml points at the key file. (Mount the client

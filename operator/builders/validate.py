@@ -36,35 +36,32 @@ def check_spec(owner: Owner, spec: MemoryStoreSpec) -> None:
     if problem:
         raise SpecError(f"metadata.name {problem}")
     vs = spec.vector_store
-    if sum(tier is not None for tier in (vs.managed, vs.external, vs.embedded)) != 1:
+    if sum(tier is not None for tier in (vs.managed, vs.external, vs.embedded, vs.postgres)) != 1:
         raise SpecError(
             "spec.vectorStore: set exactly one of spec.vectorStore.managed, "
-            "spec.vectorStore.external or spec.vectorStore.embedded"
+            "spec.vectorStore.external, spec.vectorStore.embedded or spec.vectorStore.postgres"
         )
     if vs.external is not None:
         _check_url(vs.external.url, "spec.vectorStore.external.url")
     history = spec.history_db
-    if history.postgres is not None:
+    if (history.sqlite is None) == (history.postgres is None):
         raise SpecError(
-            "spec.historyDb.postgres is not supported yet: the memory service keeps its "
-            "history in mem0's SQLite database (a single-writer file on a volume); use "
-            "spec.historyDb.sqlite"
+            "spec.historyDb: set exactly one of spec.historyDb.sqlite or spec.historyDb.postgres"
         )
-    if history.sqlite is None:
-        raise SpecError("spec.historyDb: set spec.historyDb.sqlite")
-    if vs.embedded is not None and spec.service.replicas > 1:
+    if vs.embedded is not None and history.sqlite is None:
         raise SpecError(
-            f"spec.service.replicas is {spec.service.replicas}, but spec.vectorStore.embedded "
-            "runs the engine in the service's process and it holds a single-process lock on "
-            "its files: use 1 (to scale to zero, spec.suspend)"
+            "spec.historyDb.sqlite is required with spec.vectorStore.embedded: the engine's "
+            "files live on its volume"
         )
-    if spec.service.replicas > 1:
+    if vs.postgres is not None and vs.postgres.dsn_secret_ref is None and history.postgres is None:
         raise SpecError(
-            f"spec.service.replicas is {spec.service.replicas}, but a SQLite history "
-            "(spec.historyDb.sqlite) is one writer on a ReadWriteOnce volume: use 1 (to scale "
-            "to zero, spec.suspend)"
+            "spec.vectorStore.postgres.dsnSecretRef is required unless spec.historyDb.postgres "
+            "is set: unset, the vectors live in the history's database"
         )
-    _check_storage(history.sqlite.storage, "spec.historyDb.sqlite.storage")
+    _check_replicas(spec)
+    _check_postgres_state(spec)
+    if history.sqlite is not None:
+        _check_storage(history.sqlite.storage, "spec.historyDb.sqlite.storage")
     _check_resources(spec.service.resources, "spec.service.resources")
     if vs.managed is not None and vs.managed.replication_factor > vs.managed.replicas:
         raise SpecError(
@@ -76,6 +73,60 @@ def check_spec(owner: Owner, spec: MemoryStoreSpec) -> None:
         _check_storage(vs.managed.storage, "spec.vectorStore.managed.storage")
         _check_resources(vs.managed.resources, "spec.vectorStore.managed.resources")
     _check_service_config(owner, spec)
+
+
+def _check_replicas(spec: MemoryStoreSpec) -> None:
+    """More than one service replica needs state and vectors every replica shares."""
+    replicas = spec.service.replicas
+    if replicas <= 1:
+        return
+    if spec.vector_store.embedded is not None:
+        raise SpecError(
+            f"spec.service.replicas is {replicas}, but spec.vectorStore.embedded runs the "
+            "engine in the service's process and it holds a single-process lock on its files: "
+            "use 1 (to scale to zero, spec.suspend), or for more replicas a store with "
+            "spec.vectorStore.postgres, managed or external and spec.historyDb.postgres"
+        )
+    if spec.history_db.postgres is None:
+        raise SpecError(
+            f"spec.service.replicas is {replicas}, but a SQLite history "
+            "(spec.historyDb.sqlite) is one writer on a ReadWriteOnce volume: use 1 (to scale "
+            "to zero, spec.suspend), or for more replicas a store with spec.historyDb.postgres"
+        )
+
+
+def postgres_fields(spec: MemoryStoreSpec) -> list[str]:
+    """The spec fields that put the store's memories in PostgreSQL (none: SQLite / Qdrant)."""
+    fields = []
+    if spec.history_db.postgres is not None:
+        fields.append("spec.historyDb.postgres")
+    if spec.vector_store.postgres is not None:
+        fields.append("spec.vectorStore.postgres")
+    return fields
+
+
+# Why the memory service's backups (files on a volume) do not cover a PostgreSQL store: its
+# POST /v1/backups/ answers 409 with the same advice.
+POSTGRES_BACKUP_ADVICE = "back the database up with its own tools (pg_dump, CloudNativePG backups)"
+
+
+def _check_postgres_state(spec: MemoryStoreSpec) -> None:
+    """A backup copies SQLite files and Qdrant points onto a volume, and a restore writes them
+    into an empty data volume: neither reaches a database."""
+    fields = " and ".join(postgres_fields(spec))
+    if not fields:
+        return
+    if spec.backup is not None:
+        raise SpecError(
+            f"spec.backup must not be set with {fields}: the memories are in PostgreSQL, so "
+            f"{POSTGRES_BACKUP_ADVICE}; remove spec.backup"
+        )
+    if spec.restore is not None:
+        raise SpecError(
+            f"spec.restore must not be set with {fields}: a backup restores into the service's "
+            "data volume, not a database; restore the database with its own tools (pg_restore, "
+            "a CloudNativePG recovery) and create the store without spec.restore"
+        )
 
 
 def _check_url(url: str, field: str) -> None:

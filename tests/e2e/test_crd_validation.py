@@ -123,6 +123,16 @@ FULL_SPEC: dict[str, Any] = {
 }
 
 
+# PostgreSQL: a CloudNativePG cluster's app Secret, the history and vectors in its database.
+PG_HISTORY: dict[str, Any] = {"postgres": {"dsnSecretRef": {"name": "pg-app", "key": "uri"}}}
+PG_VECTORS = {"name": "vectors-app", "key": "uri"}
+PG_REPLICATED: dict[str, Any] = {
+    "historyDb": PG_HISTORY,
+    "vectorStore": {"postgres": {}},
+    "service": {"replicas": 3},
+}
+
+
 # Pod placement on both kinds of pods the operator runs, every toleration form.
 PLACED: dict[str, Any] = {
     "service": {
@@ -163,6 +173,15 @@ PLACED: dict[str, Any] = {
         {"vectorStore": {"embedded": {}, "collection": "small"}, "suspend": True},
         {"vectorStore": {"managed": {"replicas": 3, "shards": 6, "replicationFactor": 3}}},
         PLACED,
+        PG_REPLICATED,
+        {"historyDb": PG_HISTORY, "service": {"replicas": 3}},
+        {
+            "historyDb": {"postgres": {**PG_HISTORY["postgres"], "poolSize": 50}},
+            "vectorStore": {"postgres": {"dsnSecretRef": PG_VECTORS, "hnswEfSearch": 400}},
+            "service": {"replicas": 20},
+        },
+        {"vectorStore": {"postgres": {"dsnSecretRef": PG_VECTORS}}},
+        {**PG_REPLICATED, "suspend": True},
     ],
     ids=[
         "full",
@@ -177,6 +196,11 @@ PLACED: dict[str, Any] = {
         "embedded-suspended",
         "managed-redundant",
         "placement",
+        "postgres-replicated",
+        "postgres-history-managed-3",
+        "postgres-own-vector-database-20",
+        "postgres-vectors-sqlite-history",
+        "postgres-suspended",
     ],
 )
 def test_valid_specs_are_accepted_and_read_back_by_the_model(
@@ -194,8 +218,17 @@ def test_valid_specs_are_accepted_and_read_back_by_the_model(
 OPENAI = {"provider": "openai", "model": "text-embedding-3-small", "dimensions": 1536}
 
 VECTOR_STORE_ONE_OF = (
-    "exactly one of spec.vectorStore.managed, spec.vectorStore.external or "
-    "spec.vectorStore.embedded must be set"
+    "exactly one of spec.vectorStore.managed, spec.vectorStore.external, "
+    "spec.vectorStore.embedded or spec.vectorStore.postgres must be set"
+)
+SQLITE_ONE_REPLICA = (
+    "spec.service.replicas must be 1 with spec.historyDb.sqlite (one writer per SQLite file "
+    "on a ReadWriteOnce volume); for more replicas the store needs spec.historyDb.postgres"
+)
+EMBEDDED_ONE_REPLICA = (
+    "spec.service.replicas must be 1 with spec.vectorStore.embedded: the engine holds a "
+    "single-process lock on its files; for more replicas the store needs "
+    "spec.vectorStore.postgres, managed or external (and spec.historyDb.postgres)"
 )
 
 INVALID: list[tuple[str, dict[str, Any], str]] = [
@@ -356,11 +389,12 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "exactly one of spec.historyDb.sqlite or spec.historyDb.postgres must be set",
     ),
     # CEL: cross-field
+    ("sqlite-two-replicas", {"service": {"replicas": 2}}, SQLITE_ONE_REPLICA),
     (
-        "sqlite-two-replicas",
-        {"service": {"replicas": 2}},
-        "spec.service.replicas must be 1 with spec.historyDb.sqlite (one writer per SQLite "
-        "file); use spec.historyDb.postgres for more replicas",
+        # the vectors are shared, the SQLite history is not
+        "sqlite-postgres-vectors-two-replicas",
+        {"vectorStore": {"postgres": {"dsnSecretRef": PG_VECTORS}}, "service": {"replicas": 2}},
+        SQLITE_ONE_REPLICA,
     ),
     (
         # postgres would allow more replicas; the engine's lock would not
@@ -370,9 +404,55 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
             "historyDb": {"postgres": {"dsnSecretRef": {"name": "p", "key": "d"}}},
             "service": {"replicas": 2},
         },
-        "spec.service.replicas must be 1 with spec.vectorStore.embedded: the engine holds "
-        "a single-process lock on its files; use spec.vectorStore.managed or "
-        "spec.vectorStore.external for more replicas",
+        EMBEDDED_ONE_REPLICA,
+    ),
+    (
+        "postgres-vectors-without-a-database",
+        {"vectorStore": {"postgres": {"hnswEfSearch": 100}}},
+        "spec.vectorStore.postgres.dsnSecretRef is required unless spec.historyDb.postgres is "
+        "set: unset, the vectors live in the history's database",
+    ),
+    (
+        "postgres-and-managed-vectors",
+        {"historyDb": PG_HISTORY, "vectorStore": {"postgres": {}, "managed": {}}},
+        VECTOR_STORE_ONE_OF,
+    ),
+    (
+        "postgres-backup",
+        {**PG_REPLICATED, "backup": {"volume": {"claimName": "mem-backups"}}},
+        "spec.backup must not be set with spec.historyDb.postgres or spec.vectorStore.postgres: "
+        "the memories are in PostgreSQL, so back the database up with its own tools (pg_dump, "
+        "CloudNativePG backups)",
+    ),
+    (
+        "postgres-vectors-backup",
+        {
+            "vectorStore": {"postgres": {"dsnSecretRef": PG_VECTORS}},
+            "backup": {"volume": {"claimName": "mem-backups"}},
+        },
+        "spec.backup must not be set with spec.historyDb.postgres or spec.vectorStore.postgres",
+    ),
+    (
+        "postgres-restore",
+        {"historyDb": PG_HISTORY, "restore": {"fromBackup": "old-202612010300"}},
+        "spec.restore must not be set with spec.historyDb.postgres or spec.vectorStore.postgres: "
+        "a backup restores into the service's data volume, not a database; restore the database "
+        "with its own tools (pg_restore, a CloudNativePG recovery)",
+    ),
+    (
+        "postgres-pool-size-1",
+        {"historyDb": {"postgres": {**PG_HISTORY["postgres"], "poolSize": 1}}},
+        "spec.historyDb.postgres.poolSize in body should be greater than or equal to 2",
+    ),
+    (
+        "postgres-statement-timeout-0",
+        {"historyDb": {"postgres": {**PG_HISTORY["postgres"], "statementTimeoutSeconds": 0}}},
+        "spec.historyDb.postgres.statementTimeoutSeconds in body should be greater than 0",
+    ),
+    (
+        "postgres-hnsw-ef-search-5",
+        {"historyDb": PG_HISTORY, "vectorStore": {"postgres": {"hnswEfSearch": 5}}},
+        "spec.vectorStore.postgres.hnswEfSearch in body should be greater than or equal to 10",
     ),
     (
         "replication-factor-above-replicas",
@@ -644,13 +724,14 @@ def test_the_embedder_is_unchanged_by_an_unrelated_update_or_a_thread_count(
 
 
 TIER = (
-    "the tier of spec.vectorStore (managed, external or embedded) cannot be changed: the stored "
-    f"memories stay where they were written. {migrate('the other tier')}"
+    "the tier of spec.vectorStore (managed, external, embedded or postgres) cannot be changed: "
+    f"the stored memories stay where they were written. {migrate('the other tier')}"
 )
 TIERS: dict[str, dict[str, Any]] = {
     "managed": {"managed": {}},
     "external": {"external": {"url": "http://q:6333"}},
     "embedded": {"embedded": {}},
+    "postgres": {"postgres": {"dsnSecretRef": PG_VECTORS}},
 }
 
 
@@ -669,6 +750,46 @@ def test_the_vector_store_tier_cannot_be_switched(
     assert result.returncode != 0, f"accepted: {result.stdout}"
     assert TIER in result.stderr
     assert set(stored_spec(kube, namespace)["vectorStore"]) == {before, "collection"}
+
+
+HISTORY_TIER = (
+    "the tier of spec.historyDb (sqlite or postgres) cannot be changed: the change history, "
+    "session journal and idempotency records stay where they were written. "
+    f"{migrate('the other tier')}"
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [({"sqlite": {}}, PG_HISTORY), (PG_HISTORY, {"sqlite": {}})],
+    ids=["sqlite-to-postgres", "postgres-to-sqlite"],
+)
+def test_the_history_tier_cannot_be_switched(
+    kube: Kube, namespace: str, before: dict[str, Any], after: dict[str, Any]
+):
+    """The service does not move its state between them: switching would start it empty."""
+    created = apply(kube, namespace, {"historyDb": before})
+    assert created.returncode == 0, created.stderr
+    result = apply(kube, namespace, {"historyDb": after})
+    assert result.returncode != 0, f"accepted: {result.stdout}"
+    assert HISTORY_TIER in result.stderr
+    assert set(stored_spec(kube, namespace)["historyDb"]) == set(before)
+
+
+def test_a_postgres_store_scales_and_its_database_may_move(kube: Kube, namespace: str):
+    assert apply(kube, namespace, PG_REPLICATED).returncode == 0
+    scaled = apply(kube, namespace, {**PG_REPLICATED, "service": {"replicas": 6}})
+    assert scaled.returncode == 0, scaled.stderr
+    moved = {**PG_REPLICATED, "historyDb": {"postgres": {"dsnSecretRef": PG_VECTORS}}}
+    assert apply(kube, namespace, moved).returncode == 0
+    stored = stored_spec(kube, namespace)
+    assert stored["service"]["replicas"] == 3
+    assert stored["historyDb"]["postgres"] == {
+        "dsnSecretRef": PG_VECTORS,
+        "poolSize": 10,
+        "statementTimeoutSeconds": 10.0,
+    }
+    assert stored["vectorStore"] == {"postgres": {"hnswEfSearch": 100}, "collection": "memories"}
 
 
 def test_an_external_qdrant_may_move_to_another_url(kube: Kube, namespace: str):
@@ -854,7 +975,7 @@ def test_printer_columns_and_status_subresource(kube: Kube, namespace: str):
     [
         "memorystore.yaml",
         "external-qdrant.yaml",
-        "postgres-history.yaml",
+        "postgres.yaml",
         "agent-scoped.yaml",
         "embedded.yaml",
     ],

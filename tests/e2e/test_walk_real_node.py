@@ -18,6 +18,10 @@ f. A spec change rolls the service (new config checksum): memories survive.
 h. Backups and restore: a claim for backups, a MemoryStoreBackup taken by the operator's pod
    from the serving pod; the store deleted; a new store with spec.restore starts from the
    backup (its init container) and answers session 2 exactly as the old store did.
+i. PostgreSQL and several replicas: a real PostgreSQL on the host, reached by the pods at
+   their bridge's gateway; a store with its state and vectors there and two service pods,
+   both Ready; session 1 writes through the Service, one pod is deleted, session 2 recalls
+   through the other (and its replacement), and the database holds each fact once.
 g. `helm uninstall`: the MemoryStore (the restored one), the CRD and the data remain.
 
 Needs root and the packages of `make node-deps`; otherwise it skips with the reason, and
@@ -50,8 +54,9 @@ from memorystore.operator.crd import CRD_NAME
 from memorystore.spec import MemoryStoreSpec
 from memorystore_dev.devcluster import images
 from memorystore_dev.devcluster.images import ImageBuilder
-from memorystore_dev.devcluster.node import NODE_NAME, REAL_NODE_TAINT
+from memorystore_dev.devcluster.node import GATEWAY, NODE_NAME, POD_CIDR, REAL_NODE_TAINT
 from memorystore_dev.devcluster.target import Kube
+from memorystore_dev.postgres import PostgresServer
 from support import walk_agent
 from support.real_node import RealNodeRun
 from support.waiting import wait_for
@@ -134,7 +139,8 @@ def readme() -> Readme:
     section = text[start : text.index("\n## ", start + 1)]
     (bash, *_) = re.findall(r"```bash\n(.*?)```", section, re.S)
     commands = [shlex.split(line, comments=True) for line in bash.replace("\\\n", " ").splitlines()]
-    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+    found = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    blocks = [d for b in found for d in yaml.safe_load_all(b) if isinstance(d, dict)]
     (agent,) = [b for b in blocks if "template" in b]
     (placement,) = [b for b in blocks if "nodeSelector" in b]
     return Readme([c for c in commands if c], agent["template"], placement)
@@ -561,7 +567,11 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         assert_recalled(s4)
 
     # h. a backup from the serving pod; the store deleted; restored into a new store
+    original = store
     store = backup_and_restore(kube, shown, built, store, s4, steps)
+
+    # i. state and vectors in PostgreSQL, two service pods
+    postgres_replicas(kube, shown, built, original, steps)
 
     # g. helm uninstall keeps the store, the CRD and the data
     with steps.step("g. helm uninstall → store, CRD and data remain"):
@@ -682,6 +692,79 @@ def backup_and_restore(
         assert after["memory_seen_by_model"] == before["memory_seen_by_model"]
         assert after["answer"] == before["answer"]
     return RESTORED
+
+
+# --- i. PostgreSQL and two replicas ---------------------------------------------------------------
+
+PG_STORE = "acme-pg"
+
+
+def ready_service_pods(kube: Kube, store: str) -> list[dict[str, Any]]:
+    pods = [p for p in service_pods(kube, store) if p["metadata"].get("deletionTimestamp") is None]
+    return [
+        p
+        for p in pods
+        if {c["type"]: c["status"] for c in p["status"].get("conditions", [])}.get("Ready")
+        == "True"
+    ]
+
+
+def postgres_replicas(kube: Kube, shown: Readme, built: WalkImages, old: str, steps: Steps) -> None:
+    """README "PostgreSQL and several replicas" on the node: the database is the harness's
+    PostgreSQL on the host (the operator never runs one), listening on the pod bridge's
+    gateway as a CloudNativePG Service would inside the cluster."""
+    with PostgresServer(listen=("127.0.0.1", GATEWAY), allow=(POD_CIDR,)) as database:
+        _postgres_steps(kube, shown, built, old, steps, database)
+
+
+def _postgres_steps(
+    kube: Kube, shown: Readme, built: WalkImages, old: str, steps: Steps, database: PostgresServer
+) -> None:
+    with steps.step("i. PostgreSQL store, 2 replicas → both Ready, writes through the Service"):
+        database.database("app")
+        dsn = database.dsn_via(GATEWAY, "app")
+        kube.kubectl(
+            "create", "secret", "generic", f"{PG_STORE}-pg-app", "-n", TENANTS,
+            f"--from-literal=uri={dsn}",
+        )  # fmt: skip
+        example = yaml.safe_load((ROOT / "examples" / "postgres.yaml").read_text())
+        example["metadata"]["name"] = PG_STORE
+        example["spec"]["historyDb"]["postgres"]["dsnSecretRef"]["name"] = f"{PG_STORE}-pg-app"
+        example["spec"]["service"] = {"replicas": 2, **copy.deepcopy(shown.placement)}
+        kube.apply(json.dumps(example), "-n", TENANTS)
+        wait_for(lambda: store_ready(kube, PG_STORE), timeout=READY_TIMEOUT, every=2)
+        pods = wait_for(
+            lambda: (found := ready_service_pods(kube, PG_STORE)) and len(found) == 2 and found,
+            timeout=READY_TIMEOUT,
+            every=2,
+        )
+        deployment = kube.get("deployment", names.memory_deployment_name(PG_STORE), "-n", TENANTS)
+        assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+        volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        assert not any("persistentVolumeClaim" in v for v in volumes), volumes
+        rendered = kube.get("configmap", names.memory_config_map_name(PG_STORE), "-n", TENANTS)
+        assert database.password not in json.dumps(rendered)  # the DSN stays in its Secret
+        pg_shown = for_store(shown, old, PG_STORE)
+        first = session(kube, pg_shown, built.service, "agent-pg1", "pg1", "s1")
+        assert_talked_to_the_store_over_verified_https(first, PG_STORE)
+        assert first["tool_calls"][0]["result"].startswith("Saved 3 memories")
+
+    with steps.step("i. one replica deleted → session 2 recalls through the other"):
+        kube.kubectl("delete", "pod", pods[0]["metadata"]["name"], "-n", TENANTS, "--wait=false")
+        second = session(kube, pg_shown, built.service, "agent-pg2", "pg2", "s2")
+        assert_recalled(second)
+        stored = database.psql(
+            "SELECT payload->>'data' FROM memorystore_vectors_memories ORDER BY 1", database="app"
+        ).split("\n")
+        for fact in FACTS:
+            assert stored.count(fact) == 1, stored  # each fact once, whichever pod wrote it
+        adds = database.psql(
+            "SELECT count(*) FROM memorystore_history WHERE event = 'ADD'", database="app"
+        )
+        assert int(adds.strip()) >= len(FACTS)
+        wait_for(lambda: len(ready_service_pods(kube, PG_STORE)) == 2, timeout=READY_TIMEOUT)
+        kube.kubectl("delete", "mstore", PG_STORE, "-n", TENANTS, "--wait=true")
+        wait_for(lambda: not service_pods(kube, PG_STORE), timeout=180, every=2)
 
 
 # --- e. isolation ----------------------------------------------------------------------------

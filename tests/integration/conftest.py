@@ -1,4 +1,5 @@
-"""Fixtures that run the real memory service (uvicorn on loopback) on the embedded default."""
+"""Fixtures that run the real memory service (uvicorn on loopback) on the embedded default,
+and the real PostgreSQL of the PostgreSQL tier's tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from mem0 import AsyncMemoryClient
 
 from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore_dev.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -34,3 +36,10 @@ async def client(service: ServiceThread) -> AsyncIterator[AsyncMemoryClient]:
     )
     yield mem0_client
     await mem0_client.async_client.aclose()
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL 18 with pgvector and pg_trgm (the harness's), one per test module."""
+    with PostgresServer() as server:
+        yield server

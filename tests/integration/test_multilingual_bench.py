@@ -41,6 +41,20 @@ def test_the_slice_keeps_its_recall_and_fusion_never_ranks_below_dense(capsys):
         assert report["configs"][name]["stored"] == 112, "every memory stored"
 
 
+def test_the_postgresql_tier_answers_as_the_embedded_engine_does(capsys):
+    """Issue 17: the same service on pgvector + BM25 in SQL, side by side in one run."""
+    tiers = ["embedded", "postgres"]
+    assert run_multilingual_bench(configs=["default"], users=2, as_json=True, tiers=tiers) == 0
+    report = json.loads(capsys.readouterr().out)
+    embedded = report["configs"]["default@embedded"]
+    postgres = report["configs"]["default@postgres"]
+    assert embedded["stored"] == postgres["stored"] == 112
+    for group in (*GROUPS, "all"):
+        for metric in ("hit1", "hit5", "mrr"):
+            ours, theirs = postgres["scores"][group][metric], embedded["scores"][group][metric]
+            assert abs(ours - theirs) <= 0.02, f"{group} {metric}: {ours:.3f} vs {theirs:.3f}"
+
+
 def test_bad_input_is_refused_with_the_reason(tmp_path: Path, capsys):
     assert run_multilingual_bench(configs=["nope"]) == 2
     assert "unknown config(s) nope" in capsys.readouterr().err
@@ -48,6 +62,8 @@ def test_bad_input_is_refused_with_the_reason(tmp_path: Path, capsys):
     assert "--users must be at least 1" in capsys.readouterr().err
     assert run_multilingual_bench(embedder="openai") == 2
     assert "the bench runs offline" in capsys.readouterr().err
+    assert run_multilingual_bench(tiers=["embedded", "qdrant-cloud"]) == 2
+    assert "unknown tier(s) ['qdrant-cloud']" in capsys.readouterr().err
     broken = tmp_path / "data.json"
     broken.write_text('{"users": [{"id": "u"}]}')
     assert run_multilingual_bench(data=broken) == 2

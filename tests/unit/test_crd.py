@@ -244,20 +244,24 @@ def test_every_rule_message_names_the_field_it_guards(schema):
 def test_cel_rules(schema):
     assert [r["rule"] for r in rules_at(schema, "spec.vectorStore")] == [
         "(has(self.managed) ? 1 : 0) + (has(self.external) ? 1 : 0) "
-        "+ (has(self.embedded) ? 1 : 0) == 1",
+        "+ (has(self.embedded) ? 1 : 0) + (has(self.postgres) ? 1 : 0) == 1",
         "has(self.managed) == has(oldSelf.managed) "
         "&& has(self.external) == has(oldSelf.external) "
-        "&& has(self.embedded) == has(oldSelf.embedded)",
+        "&& has(self.embedded) == has(oldSelf.embedded) "
+        "&& has(self.postgres) == has(oldSelf.postgres)",
     ]
     assert [r["rule"] for r in rules_at(schema, "spec.historyDb")] == [
-        "has(self.sqlite) != has(self.postgres)"
+        "has(self.sqlite) != has(self.postgres)",
+        "has(self.sqlite) == has(oldSelf.sqlite) && has(self.postgres) == has(oldSelf.postgres)",
     ]
     for path in ("spec.vectorStore.collection", "spec.embedder.provider"):
         [rule] = rules_at(schema, path)
         assert rule["rule"] == "self == oldSelf"
         assert rule["message"].startswith(f"{path} is immutable: ")
         assert "create a new MemoryStore" in rule["message"]
-    sqlite, embedded, embedded_volume, restore = rules_at(schema, "spec")
+    sqlite, embedded, embedded_volume, vector_db, backup, restore_pg, restore = rules_at(
+        schema, "spec"
+    )
     assert restore["rule"] == (
         "has(self.restore) == has(oldSelf.restore) "
         "&& (!has(self.restore) || self.restore == oldSelf.restore)"
@@ -269,6 +273,13 @@ def test_cel_rules(schema):
     assert embedded["rule"].endswith("self.service.replicas <= 1")
     assert embedded["fieldPath"] == ".service.replicas"
     assert embedded_volume["rule"].endswith("has(self.historyDb.sqlite)")
+    assert vector_db["fieldPath"] == ".vectorStore.postgres.dsnSecretRef"
+    assert vector_db["rule"].endswith("(has(self.historyDb) && has(self.historyDb.postgres))")
+    for rule, field in ((backup, "backup"), (restore_pg, "restore")):
+        assert rule["fieldPath"] == f".{field}"
+        assert rule["rule"].startswith(f"!has(self.{field}) || !(")
+        assert "has(self.historyDb.postgres)" in rule["rule"]
+        assert "has(self.vectorStore.postgres)" in rule["rule"]
     embedder = " ".join(r["rule"] for r in rules_at(schema, "spec.embedder"))
     for provider in EmbedderProvider:
         assert f"'{provider.value}'" in embedder
@@ -306,7 +317,8 @@ def test_every_migration_message_points_at_a_readme_section_that_exists(schema):
         for rule in node.get("x-kubernetes-validations", [])
         if "see README" in rule["message"]
     ]
-    assert len(pointing) == 7  # tier, provider, model, baseUrl, dimensions, shards, copies
+    # vector tier, history tier, provider, model, baseUrl, dimensions, shards, copies
+    assert len(pointing) == 8
     for message in pointing:
         assert f"see README: {crd.MIGRATION_SECTION})" in message
 
@@ -427,3 +439,65 @@ def test_the_backup_spec_of_a_store(schema):
     restore = crd._node(schema["properties"]["spec"], "spec.restore")
     assert restore["required"] == ["fromBackup"]
     assert "default" not in crd._node(schema["properties"]["spec"], "spec.backup")
+
+
+# --- PostgreSQL (spec.historyDb.postgres, spec.vectorStore.postgres) --------------------------
+
+
+def test_the_postgres_fields_come_from_the_model(schema):
+    spec = schema["properties"]["spec"]
+    history = crd._node(spec, "spec.historyDb.postgres")
+    assert history["required"] == ["dsnSecretRef"]
+    pool = history["properties"]["poolSize"]
+    assert (pool["type"], pool["default"], pool["minimum"], pool["maximum"]) == (
+        "integer",
+        10,
+        2,
+        200,
+    )
+    timeout = history["properties"]["statementTimeoutSeconds"]
+    assert (timeout["type"], timeout["minimum"], timeout["exclusiveMinimum"]) == (
+        "number",
+        0,
+        True,
+    )
+    assert timeout["maximum"] == 600
+    vectors = crd._node(spec, "spec.vectorStore.postgres")
+    assert "required" not in vectors  # `postgres: {}`: the history's database
+    assert set(vectors["properties"]) == {"dsnSecretRef", "hnswEfSearch"}
+    ef = vectors["properties"]["hnswEfSearch"]
+    assert (ef["default"], ef["minimum"], ef["maximum"]) == (100, 10, 1000)
+    for node in (history, vectors):
+        assert "CloudNativePG" in node["properties"]["dsnSecretRef"]["description"]
+    assert "postgres" not in server_defaults({}, schema)["spec"]["vectorStore"]
+
+
+def test_replicas_are_refused_by_two_rules_that_together_need_postgres_and_shared_vectors(
+    schema,
+):
+    # more than one replica: not sqlite (so postgres: exactly one history) and not embedded
+    # (so managed, external or postgres: exactly one tier)
+    sqlite, embedded, *_ = rules_at(schema, "spec")
+    assert "self.historyDb.sqlite" in sqlite["rule"]
+    assert "spec.historyDb.postgres" in sqlite["message"]
+    assert "self.vectorStore.embedded" in embedded["rule"]
+    for tier in ("postgres", "managed", "external"):
+        assert tier in embedded["message"].split("needs", 1)[1]
+
+
+def test_the_history_tier_cannot_be_switched(schema):
+    _, switch = rules_at(schema, "spec.historyDb")
+    assert "oldSelf" in switch["rule"] and switch["reason"] == "FieldValueForbidden"
+    assert switch["message"].startswith(
+        "the tier of spec.historyDb (sqlite or postgres) cannot be changed"
+    )
+
+
+def test_backups_and_restores_of_a_postgres_store_point_at_the_databases_own_tools(schema):
+    backup, restore = (
+        r for r in rules_at(schema, "spec") if "must not be set with" in r["message"]
+    )
+    assert "pg_dump, CloudNativePG backups" in backup["message"]
+    assert "pg_restore" in restore["message"]
+    for rule in (backup, restore):
+        assert "spec.historyDb.postgres or spec.vectorStore.postgres" in rule["message"]

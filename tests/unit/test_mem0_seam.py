@@ -509,3 +509,23 @@ def test_a_server_store_lists_every_point_with_its_vector_for_backups():
         norm = (1 + i * i) ** 0.5
         assert vec == pytest.approx([1 / norm, i / norm, 0, 0], abs=1e-6)
         assert (payload["data"], payload["user_id"]) == (f"m{i}", "u")
+
+
+def test_the_postgres_history_has_every_method_mem0_calls_on_its_history():
+    """use_history swaps AsyncMemory.db for PgHistory: whatever mem0 calls on `self.db` must
+    exist there with SQLiteManager's parameters (an upgrade that adds a call fails here)."""
+    import inspect
+    import re
+
+    import mem0.memory.main as mem0_main
+    from mem0.memory.storage import SQLiteManager
+
+    from memorystore.service.pg_history import PgHistory
+
+    called = set(re.findall(r"self\.db\.(\w+)", inspect.getsource(mem0_main)))
+    assert called, "mem0 no longer calls its history as self.db: see use_history"
+    for name in sorted(called):
+        assert hasattr(PgHistory, name), f"mem0 calls self.db.{name}, PgHistory has no {name}"
+        ours = inspect.signature(getattr(PgHistory, name)).parameters
+        theirs = inspect.signature(getattr(SQLiteManager, name)).parameters
+        assert list(ours) == list(theirs), f"{name}: {list(ours)} vs mem0's {list(theirs)}"

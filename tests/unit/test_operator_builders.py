@@ -123,6 +123,19 @@ SAMPLES: dict[str, dict[str, Any]] = {
             }
         },
     },
+    # State and vectors in one CloudNativePG database (its `<cluster>-app` Secret), three
+    # replicas: no data volume, rolling updates, spread over nodes.
+    "postgres": {
+        "historyDb": {
+            "postgres": {
+                "dsnSecretRef": {"name": "acme-pg-app", "key": "uri"},
+                "poolSize": 20,
+                "statementTimeoutSeconds": 30,
+            }
+        },
+        "vectorStore": {"postgres": {"hnswEfSearch": 200}},
+        "service": {"replicas": 3},
+    },
     # Backups onto a claim that exists, restored from another store's backup, and the
     # operator's pods admitted to the service (it runs in a cluster, from the chart).
     "backup-restore": {
@@ -420,7 +433,14 @@ def test_config_checksum_is_the_sha256_of_the_mounted_file():
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
 def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
-    for var in ("MEMORYSTORE_API_KEY", "QDRANT_API_KEY", "EMBEDDER_API_KEY", "LLM_API_KEY"):
+    for var in (
+        "MEMORYSTORE_API_KEY",
+        "QDRANT_API_KEY",
+        "EMBEDDER_API_KEY",
+        "LLM_API_KEY",
+        "HISTORY_DATABASE_DSN",
+        "VECTOR_DATABASE_DSN",
+    ):
         monkeypatch.delenv(var, raising=False)
     children = children_of(sample)
     path = tmp_path / "service.yaml"
@@ -431,7 +451,11 @@ def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
     assert loaded.tenant == "tenants/acme"
     assert loaded.listen.host == "0.0.0.0" and loaded.listen.port == 8765
     assert loaded.data_dir == "/data"
-    assert loaded.history.path == "/data/history.db"
+    if SAMPLES[sample].get("historyDb", {}).get("postgres"):
+        assert loaded.history.path is None
+        assert loaded.history.postgres.dsn.env == "HISTORY_DATABASE_DSN"
+    else:
+        assert loaded.history.path == "/data/history.db" and loaded.history.postgres is None
     # the service key is a mounted file (it rotates); the previous one exists only in a grace
     assert loaded.api_key.env is None and loaded.api_key.file == (
         "/var/run/secrets/memorystore/service-key/api-key"
@@ -1017,13 +1041,6 @@ def test_by_default_only_pods_with_the_store_label_are_admitted():
 # --- specs that cannot be built -------------------------------------------------------------
 
 
-def test_postgres_history_is_refused_naming_the_field():
-    raw = {"historyDb": {"postgres": {"dsnSecretRef": {"name": "pg", "key": "dsn"}}}}
-    with pytest.raises(SpecError, match=r"spec\.historyDb\.postgres") as info:
-        check_spec(OWNER, spec_of(raw))
-    assert "SQLite" in str(info.value)
-
-
 @pytest.mark.parametrize(
     ("owner_name", "raw", "field"),
     [
@@ -1096,11 +1113,11 @@ def test_unbuildable_specs_are_refused_naming_the_field(owner_name, raw, field):
     assert str(info.value).startswith(field), str(info.value)
 
 
-def test_two_vector_store_tiers_are_refused_naming_all_three():
+def test_two_vector_store_tiers_are_refused_naming_all_four():
     raw = {"vectorStore": {"managed": {}, "embedded": {}}}
     with pytest.raises(SpecError) as info:
         check_spec(OWNER, spec_of(raw))
-    for tier in ("managed", "external", "embedded"):
+    for tier in ("managed", "external", "embedded", "postgres"):
         assert f"spec.vectorStore.{tier}" in str(info.value)
 
 
@@ -1215,11 +1232,8 @@ def test_suspending_changes_the_replica_counts_but_not_the_pod_templates():
 
 
 def test_several_service_replicas_spread_over_nodes():
-    # (a SQLite history allows one replica today; the Deployment is ready for more)
-    from memorystore.operator.builders.memory_service import memory_deployment
-
-    spec = spec_of({"service": {"replicas": 2}})
-    deployment = memory_deployment(OWNER, spec, IMAGES, "config")
+    deployment = find(children_of("postgres"), "Deployment", "acme-memory")
+    assert deployment["spec"]["replicas"] == 3
     assert deployment["spec"]["template"]["spec"]["topologySpreadConstraints"] == [
         {
             "labelSelector": {"matchLabels": names.selector_labels("acme", "memory-service")},
@@ -1228,7 +1242,7 @@ def test_several_service_replicas_spread_over_nodes():
             "whenUnsatisfiable": "ScheduleAnyway",
         }
     ]
-    single = memory_deployment(OWNER, spec_of({}), IMAGES, "config")
+    single = find(children_of("managed-default"), "Deployment", "acme-memory")
     assert "topologySpreadConstraints" not in single["spec"]["template"]["spec"]
 
 

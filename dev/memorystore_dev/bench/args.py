@@ -7,15 +7,20 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from memorystore.spec import OFFLINE_EMBEDDER_DIMS
+from memorystore_dev.bench.tiers import tier_problem
 
 T = TypeVar("T")
 
 
 def problems(
-    names: Iterable[str], configs: Iterable[str], embedder: str, counts: dict[str, int | None]
+    names: Iterable[str],
+    configs: Iterable[str],
+    embedder: str,
+    counts: dict[str, int | None],
+    tiers: Iterable[str] = ("embedded",),
 ) -> list[str]:
-    """One line per bad argument: unknown configurations, a remote embedder (the benches run
-    offline), a count option (`--users`, `--conversations`) under 1."""
+    """One line per bad argument: unknown configurations or tiers, a remote embedder (the
+    benches run offline), a count option (`--users`, `--conversations`) under 1."""
     known = list(configs)
     found = []
     unknown = [n for n in names if n not in known]
@@ -29,6 +34,9 @@ def problems(
     for option, value in counts.items():
         if value is not None and value < 1:
             found.append(f"--{option} must be at least 1")
+    problem = tier_problem(list(tiers))
+    if problem:
+        found.append(problem)
     return found
 
 

