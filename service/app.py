@@ -206,7 +206,11 @@ async def _prepare(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            reason = str(exc) if isinstance(exc, pg.DatabaseUnavailable) else type(exc).__name__
+            reason = (
+                str(exc)
+                if isinstance(exc, pg.DatabaseUnavailable)
+                else f"{type(exc).__name__}: {pg.describe(exc)}"  # e.g. a refused CREATE
+            )
             engine.not_ready = f"database not ready: {reason}"
             wait = PREPARE_RETRY_S[min(attempt, len(PREPARE_RETRY_S) - 1)]
             log.warning("%s; retrying in %.0f s", engine.not_ready, wait)

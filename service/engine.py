@@ -736,7 +736,7 @@ class MemoryEngine:
     async def delete_all(self, scope: EntityIds) -> int:
         async with self._locks.hold(scope):
             before = await asyncio.to_thread(self.store.count, scope.filters())
-            await asyncio.to_thread(self._chain.forget, scope)
+            await self._chain.forget(scope)
             await self.memory.delete_all(**scope.filters())
             after = await asyncio.to_thread(self.store.count, scope.filters())
         return before - after

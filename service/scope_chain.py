@@ -69,7 +69,7 @@ class LocalChain:
             self._last.popitem(last=False)
         return previous
 
-    def forget(self, scope: Scope) -> None:
+    async def forget(self, scope: Scope) -> None:
         """A deleted scope starts a new chain (no deleted text becomes context)."""
         self._last.pop(scope_name(scope), None)
 
@@ -96,8 +96,10 @@ class PgChain:
     async def claim(self, scope: Scope, memory_id: str, line: str) -> tuple[str, str] | None:
         return await asyncio.to_thread(self._claim, scope_name(scope), memory_id, line)
 
-    def forget(self, scope: Scope) -> None:
+    async def forget(self, scope: Scope) -> None:
         """A deleted scope starts a new chain."""
-        self.database.execute(
-            "DELETE FROM memorystore_scope_chain WHERE scope = %s", (scope_name(scope),)
+        await asyncio.to_thread(
+            self.database.execute,
+            "DELETE FROM memorystore_scope_chain WHERE scope = %s",
+            (scope_name(scope),),
         )

@@ -246,7 +246,7 @@ def test_concurrent_claims_through_three_replicas_form_one_chain(replicas: list[
     assert sorted(walked) == sorted(ids)
     lines = dict(claimed)
     assert all(prev is None or prev[1] == f"turn {ids.index(prev[0])}" for prev in lines.values())
-    chains[0].forget(scope)
+    asyncio.run(chains[0].forget(scope))
     assert asyncio.run(chains[1].claim(scope, "new", "x")) is None  # a deleted scope restarts
 
 
