@@ -22,7 +22,7 @@ import pytest
 from memorystore_dev.postgres import PostgresServer
 from memorystore_dev.replicas import Replicas, ServiceProcess
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ADD = "/v3/memories/add/"
 VECTORS = "memorystore_vectors_memories"

@@ -13,7 +13,7 @@ import pytest
 from memorystore_dev.bench.scaleout import Row, run_scaleout_bench, table
 from memorystore_dev.replicas import cpu_limit_problem
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_a_small_scale_out_run_stores_every_acknowledged_add(capsys):
