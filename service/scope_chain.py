@@ -54,9 +54,9 @@ def scope_name(scope: Scope) -> str:
 
 
 class LocalChain:
-    def __init__(self, limit: int = CHAIN_SCOPES) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._last: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        self._limit = limit
+        self._limit = limit  # None: CHAIN_SCOPES, read at each claim
 
     async def claim(self, scope: Scope, memory_id: str, line: str) -> tuple[str, str] | None:
         """Make `memory_id` the scope's last memory; return the one before it (id, line).
@@ -65,7 +65,7 @@ class LocalChain:
         key = scope_name(scope)
         previous = self._last.pop(key, None)
         self._last[key] = (memory_id, line)
-        if len(self._last) > self._limit:
+        if len(self._last) > (self._limit or CHAIN_SCOPES):
             self._last.popitem(last=False)
         return previous
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from memorystore.service import engine
+from memorystore.service import scope_chain
 
 
 def add(http: httpx.Client, user: str, text: str, speaker: str | None = "Ann") -> str:
@@ -33,7 +33,7 @@ def test_memories_chain_per_scope(http):
 
 
 def test_the_chain_cache_is_bounded(http, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(engine, "CHAIN_SCOPES", 1)
+    monkeypatch.setattr(scope_chain, "CHAIN_SCOPES", 1)
     add(http, "alice", "I moved to Hangzhou.")
     add(http, "bob", "I like tea.")  # alice's scope falls out of the cache
     assert prev_of(http, add(http, "alice", "I work from home now.")) is None

@@ -53,13 +53,19 @@ class Row:
 
 
 def _engine_config(config: Path, data_dir: Path) -> Any:
-    """The replicas' config as the first replica reads it (for the fill)."""
+    """The replicas' config as the first replica reads it (for the fill); the environment
+    it expands is set for the read only."""
+    from unittest import mock
+
     from memorystore.config import ServiceConfig, load_model
 
-    os.environ.update(
-        {"MEMORYSTORE_PORT": "0", "MEMORYSTORE_DATA_DIR": str(data_dir), "MEMORYSTORE_API_KEY": "x"}
-    )
-    return load_model(ServiceConfig, config)
+    env = {
+        "MEMORYSTORE_PORT": "0",
+        "MEMORYSTORE_DATA_DIR": str(data_dir),
+        "MEMORYSTORE_API_KEY": "x",
+    }
+    with mock.patch.dict(os.environ, env):
+        return load_model(ServiceConfig, config)
 
 
 def _fill(config: Path, data_dir: Path, memories: int) -> None:
