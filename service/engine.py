@@ -8,6 +8,7 @@ mem0's public API and the seam's functions.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import unicodedata
 import uuid
@@ -225,6 +226,13 @@ class InvalidId(ValueError):
     """An entity id outside the grammar; the message starts with the field's name."""
 
 
+def scope_key(ids: dict[str, Any]) -> str:
+    """A scope's ids as one stable text (sorted keys, any script as is): how the journal,
+    the stored exports, the scope chain and the cross-replica locks name a scope, the same
+    in every process."""
+    return json.dumps(ids, sort_keys=True, ensure_ascii=False)
+
+
 def _json_type(value: object) -> str:
     if value is None:
         return "null"
@@ -296,6 +304,9 @@ class EntityIds:
 
     def filters(self) -> dict[str, str]:
         return {key: getattr(self, key) for key in ENTITY_KEYS if getattr(self, key) is not None}
+
+    def key(self) -> str:
+        return scope_key(self.filters())
 
     def __bool__(self) -> bool:
         return bool(self.filters())

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from memorystore.service import pg
-from memorystore.service.engine import EntityIds
+from memorystore.service.engine import EntityIds, scope_key
 from memorystore.service.tables import LocalTables, PgTables, Tables, checked_key, storable
 
 RETENTION_S = 7 * 24 * 3600
@@ -55,10 +55,6 @@ CREATE INDEX memorystore_exports_created ON memorystore_exports (created);
 """,
     )
 ]
-
-
-def scope_key(ids: dict[str, Any]) -> str:
-    return json.dumps(ids, sort_keys=True, ensure_ascii=False)
 
 
 class _Exports(Tables):

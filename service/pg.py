@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
 import threading
@@ -63,14 +62,14 @@ def lock_id(name: str) -> int:
 def lock_name(key: Hashable) -> str:
     """The process-independent name of an in-process lock key (EntityIds, tuples, strings).
 
-    Python's `hash` differs per process, so keys are spelled out: an object with `filters()`
-    (a scope) by its ids, tuples element by element, anything else by `repr`.
+    Python's `hash` differs per process, so keys are spelled out: a scope by its stable
+    `key()` (engine.EntityIds), tuples element by element, anything else by `repr`.
     """
     if isinstance(key, tuple):
         return "(" + ",".join(lock_name(part) for part in key) + ")"
-    filters = getattr(key, "filters", None)
-    if callable(filters):
-        return "scope:" + json.dumps(filters(), sort_keys=True, ensure_ascii=False)
+    stable = getattr(key, "key", None)
+    if callable(stable):
+        return "scope:" + str(stable())
     return repr(key)
 
 

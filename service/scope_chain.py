@@ -17,7 +17,6 @@ memory that never existed, which indexing treats as no context.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import OrderedDict
 from typing import Protocol
 
@@ -45,12 +44,7 @@ MIGRATIONS = [
 
 
 class Scope(Protocol):
-    def filters(self) -> dict[str, str]: ...
-
-
-def scope_name(scope: Scope) -> str:
-    """A scope's stable name (the same in every process)."""
-    return json.dumps(scope.filters(), sort_keys=True, ensure_ascii=False)
+    def key(self) -> str: ...  # the same in every process (engine.EntityIds.key)
 
 
 class LocalChain:
@@ -62,7 +56,7 @@ class LocalChain:
         """Make `memory_id` the scope's last memory; return the one before it (id, line).
 
         Nothing here awaits, so concurrent claims in this process are ordered."""
-        key = scope_name(scope)
+        key = scope.key()
         previous = self._last.pop(key, None)
         self._last[key] = (memory_id, line)
         if len(self._last) > (self._limit or CHAIN_SCOPES):
@@ -71,7 +65,7 @@ class LocalChain:
 
     async def forget(self, scope: Scope) -> None:
         """A deleted scope starts a new chain (no deleted text becomes context)."""
-        self._last.pop(scope_name(scope), None)
+        self._last.pop(scope.key(), None)
 
 
 class PgChain:
@@ -94,12 +88,12 @@ class PgChain:
         return (str(row[0]), str(row[1])) if row else None
 
     async def claim(self, scope: Scope, memory_id: str, line: str) -> tuple[str, str] | None:
-        return await asyncio.to_thread(self._claim, scope_name(scope), memory_id, line)
+        return await asyncio.to_thread(self._claim, scope.key(), memory_id, line)
 
     async def forget(self, scope: Scope) -> None:
         """A deleted scope starts a new chain."""
         await asyncio.to_thread(
             self.database.execute,
             "DELETE FROM memorystore_scope_chain WHERE scope = %s",
-            (scope_name(scope),),
+            (scope.key(),),
         )

@@ -95,10 +95,6 @@ class Exchange:
     raw: bool  # its user statements may be stored as written (false: only extracted facts)
 
 
-def scope_key(scope: EntityIds) -> str:
-    return json.dumps(scope.filters(), sort_keys=True, ensure_ascii=False)
-
-
 def scope_of(key: str) -> EntityIds:
     return EntityIds(**json.loads(key))
 
@@ -130,7 +126,7 @@ class _Journal(Tables):
         raw: bool,
     ) -> int:
         """Journal one exchange; its seq (distinct and rising, across processes too)."""
-        key = scope_key(scope)
+        key = scope.key()
         checked_key(session, "session")
         row = (
             key,
@@ -158,7 +154,7 @@ class _Journal(Tables):
         rows = self._rows(
             f"SELECT seq, messages, metadata, saved, raw FROM {self._table} WHERE "
             "consolidated IS NULL AND scope=? AND session=? ORDER BY seq",
-            (scope_key(scope), session),
+            (scope.key(), session),
         )
         return [_exchange(row) for row in rows]
 

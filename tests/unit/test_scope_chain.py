@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from memorystore.service.engine import EntityIds
-from memorystore.service.scope_chain import LocalChain, scope_name
+from memorystore.service.scope_chain import LocalChain
 
 
 def test_claims_link_each_turn_to_the_one_before_it_in_its_scope():
@@ -47,6 +47,8 @@ def test_the_least_recently_written_scopes_fall_out_first():
     assert asyncio.run(run()) == [("m2", "x"), ("m1", "x"), None]
 
 
-def test_scope_names_are_the_same_in_every_process_and_key_order():
-    assert scope_name(EntityIds(user_id="a", agent_id="b")) == '{"agent_id": "b", "user_id": "a"}'
-    assert scope_name(EntityIds(user_id="杭州")) == '{"user_id": "杭州"}'
+def test_scope_keys_are_the_same_in_every_process_and_key_order():
+    """What the journal, the exports, the chain and the locks store: a persisted format."""
+    assert EntityIds(user_id="a", agent_id="b").key() == '{"agent_id": "b", "user_id": "a"}'
+    assert EntityIds(agent_id="b", user_id="a").key() == EntityIds(user_id="a", agent_id="b").key()
+    assert EntityIds(user_id="杭州").key() == '{"user_id": "杭州"}'
