@@ -177,6 +177,8 @@ async def _reindex(reindexer: Reindexer) -> None:
         log.exception("re-index stopped; the memories not yet re-indexed wait for the next start")
 
 
+# the schema of what the app keeps in PostgreSQL beside the engine's (engine.prepare adds it)
+STATE_MIGRATIONS = [*idempotency.MIGRATIONS, *sessions.MIGRATIONS, *exports.MIGRATIONS]
 PREPARE_RETRY_S = (1.0, 2.0, 5.0, 10.0)  # waits between start-up attempts, the last repeats
 
 
@@ -250,7 +252,6 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         idem = IdempotencyStore(idempotency.PgRecords(state), pg.ReplicaLocks(state, "idempotency"))
         journal = sessions.PgSessionJournal(state)
         saved = exports.PgExportStore(state)
-    migrations = [*idempotency.MIGRATIONS, *sessions.MIGRATIONS, *exports.MIGRATIONS]
     session_locks = pg.ReplicaLocks(state, "session") if state is not None else None
     consolidator = Consolidator(engine, journal, locks=session_locks)
     background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
@@ -266,7 +267,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             stale = await asyncio.to_thread(reindexer.pending)
             task: asyncio.Task[None] = asyncio.create_task(_reindex_stale(reindexer, stale))
         else:  # PostgreSQL: the schema first, in the background, while /healthz serves
-            task = asyncio.create_task(_prepare(engine, migrations, reindexer))
+            task = asyncio.create_task(_prepare(engine, STATE_MIGRATIONS, reindexer))
         idle_s = cfg.consolidation.session_idle_minutes * 60
         sweeper = asyncio.create_task(_sweep(consolidator, idle_s))
         yield

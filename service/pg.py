@@ -120,27 +120,22 @@ class Database:
         self._connect_timeout = connect_timeout_seconds
         # a request waits this long for a pooled connection (all busy, or none can open)
         self._wait = max(10.0, 2 * connect_timeout_seconds)
+        common: dict[str, Any] = {
+            "max_size": pool_size,
+            "open": False,
+            "timeout": self._wait,
+            "kwargs": {"autocommit": True},
+        }
+        check = ConnectionPool.check_connection
         self.pool = ConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=pool_size,
-            open=False,
-            timeout=self._wait,
-            check=ConnectionPool.check_connection,
-            kwargs={"autocommit": True},
-            name=f"{field}-sync",
+            self._conninfo, min_size=1, check=check, name=f"{field}-sync", **common
         )
+        check_async = AsyncConnectionPool.check_connection
         self.lock_pool = AsyncConnectionPool(
-            self._conninfo,
-            min_size=0,
-            max_size=pool_size,
-            open=False,
-            timeout=self._wait,
-            check=AsyncConnectionPool.check_connection,
-            kwargs={"autocommit": True},
-            name=f"{field}-locks",
+            self._conninfo, min_size=0, check=check_async, name=f"{field}-locks", **common
         )
         self._opened = False
+        self._lock_pool_opened = False
 
     def describe(self, exc: BaseException) -> str:
         return describe(exc, self._dsn)
@@ -152,8 +147,11 @@ class Database:
             self._opened = True
 
     async def open_async(self) -> None:
+        """Start both pools, once (every advisory lock calls this)."""
         self.open()
-        await self.lock_pool.open(wait=False)
+        if not self._lock_pool_opened:
+            await self.lock_pool.open(wait=False)
+            self._lock_pool_opened = True
 
     @contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
@@ -327,6 +325,3 @@ class ReplicaLocks:
 
     def exclusive(self) -> AbstractAsyncContextManager[None]:
         return self._local.exclusive()
-
-    def __len__(self) -> int:
-        return len(self._local)

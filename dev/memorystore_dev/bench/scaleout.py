@@ -69,12 +69,12 @@ def _engine_config(config: Path, data_dir: Path) -> Any:
 
 
 def _fill(config: Path, data_dir: Path, memories: int) -> None:
-    from memorystore.service import exports, idempotency, sessions
+    from memorystore.service.app import STATE_MIGRATIONS
     from memorystore.service.engine import MemoryEngine
 
     engine = MemoryEngine(_engine_config(config, data_dir))
     try:
-        engine.prepare([*idempotency.MIGRATIONS, *sessions.MIGRATIONS, *exports.MIGRATIONS])
+        engine.prepare(STATE_MIGRATIONS)
         fill(engine, memories)
     finally:
         engine.close()
