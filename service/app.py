@@ -291,6 +291,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,
     )
+    app.state.not_ready = lambda: engine.not_ready  # ServiceThread waits for the schema
     app.add_middleware(BodyLimitMiddleware, limit=limits.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 

@@ -136,7 +136,18 @@ class ServiceThread(UvicornThread):
         super().__enter__()
         if self.tls is not None:
             self.tls.start()
+        self._wait_prepared()
         return self
+
+    def _wait_prepared(self, timeout: float = 120) -> None:
+        """A PostgreSQL-backed service prepares its schema after it listens (answering 503
+        until then): callers get it once it serves, as a pod's readiness probe would."""
+        deadline = time.monotonic() + timeout
+        while (reason := self.app.state.not_ready()) is not None:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"memory service not ready after {timeout:.0f} s: {reason}")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.tls is not None:
