@@ -126,6 +126,15 @@ def pgvector_extension(log: Callable[[str], None] = lambda _: None) -> Path:
     return final
 
 
+def dsn_file(directory: Path, dsn: str) -> Path:
+    """The DSN in a 0600 file, as a mounted Secret holds it (configs name the file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "dsn"
+    path.write_text(dsn)
+    path.chmod(0o600)
+    return path
+
+
 class PostgresServer:
     """`with PostgresServer() as pg:` → `pg.dsn`; `pg.restart()`, `pg.kill()` for fault tests."""
 

@@ -21,6 +21,7 @@ import yaml
 
 from memorystore.service.runner import wait_until_ready
 from memorystore_dev.devcluster.cluster import free_port
+from memorystore_dev.postgres import dsn_file
 
 Tier = Literal["embedded", "postgres"]
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (this machine's)
@@ -74,10 +75,8 @@ def write_config(
         "vectorStore": {"postgres": {}} if tier == "postgres" else {"embedded": {}},
     }
     if dsn is not None:
-        dsn_file = directory / "dsn"
-        dsn_file.write_text(dsn)
-        dsn_file.chmod(0o600)
-        config["history"] = {"postgres": {"dsn": {"file": str(dsn_file)}, "poolSize": pool_size}}
+        secret = str(dsn_file(directory, dsn))
+        config["history"] = {"postgres": {"dsn": {"file": secret}, "poolSize": pool_size}}
     path = directory / "service.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

@@ -23,6 +23,7 @@ from memorystore.config import (
     ServiceVectorStore,
 )
 from memorystore.service.runner import embedded_config
+from memorystore_dev.postgres import PostgresServer, dsn_file
 
 TIERS = ("embedded", "postgres")
 
@@ -42,12 +43,10 @@ class Tiers:
     def __init__(self, tiers: list[str]) -> None:
         self.names = list(dict.fromkeys(tiers))
         self._stack = ExitStack()
-        self._server: Any = None
+        self._server: PostgresServer | None = None
 
     def __enter__(self) -> Self:
         if "postgres" in self.names:
-            from memorystore_dev.postgres import PostgresServer
-
             self._server = self._stack.enter_context(PostgresServer())
         return self
 
@@ -66,11 +65,10 @@ class Tiers:
         """The service config of one run on `tier` (the embedded default, or PostgreSQL)."""
         if tier == "embedded":
             return embedded_config(data_dir, **fields)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        dsn_file = data_dir / "dsn"
-        dsn_file.write_text(self._server.database(f"bench_{uuid.uuid4().hex[:12]}"))
-        dsn_file.chmod(0o600)
-        state = PostgresConnection(dsn=SecretSource(file=str(dsn_file)))
+        if self._server is None:
+            raise ValueError(f"tier {tier!r} is not among this run's tiers {self.names}")
+        secret = dsn_file(data_dir, self._server.database(f"bench_{uuid.uuid4().hex[:12]}"))
+        state = PostgresConnection(dsn=SecretSource(file=str(secret)))
         return embedded_config(
             data_dir,
             history=ServiceHistory(postgres=state),
