@@ -17,7 +17,6 @@ The journal logic (`_Journal`) is written once over `tables.LocalTables` and
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -135,14 +134,13 @@ class _Journal(Tables):
             json.dumps(metadata, ensure_ascii=False),
             bool(saved),
             bool(raw),
-            time.time(),
         )
         with self._transaction() as statements:
             self._order_appends(statements, key, session)
             ((seq,),) = statements.rows(
                 f"INSERT INTO {self._table} "
                 "(scope, session, messages, metadata, saved, raw, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                f" VALUES (?, ?, ?, ?, ?, ?, {self.CLOCK}) RETURNING seq",
                 row,
             )
         return int(seq)
@@ -163,19 +161,20 @@ class _Journal(Tables):
         moves the time)."""
         if not seqs:
             return
-        now = time.time()
         with self._transaction() as statements:
             statements.many(
-                f"UPDATE {self._table} SET consolidated=? WHERE seq=?", [(now, s) for s in seqs]
+                f"UPDATE {self._table} SET consolidated={self.CLOCK} WHERE seq=?",
+                [(s,) for s in seqs],
             )
 
     def idle(self, idle_seconds: float, now: float | None = None) -> list[tuple[EntityIds, str]]:
-        """Sessions with pending exchanges and none newer than `idle_seconds`."""
-        cutoff = (time.time() if now is None else now) - idle_seconds
+        """Sessions with pending exchanges and none newer than `idle_seconds` before `now`
+        (default: the database's clock, the one that stamped them)."""
+        cutoff = f"{self.CLOCK} - ?" if now is None else "?"
         rows = self._rows(
             f"SELECT scope, session FROM {self._table} WHERE consolidated IS NULL "
-            "GROUP BY scope, session HAVING MAX(created) <= ? ORDER BY MIN(seq)",
-            (cutoff,),
+            f"GROUP BY scope, session HAVING MAX(created) <= {cutoff} ORDER BY MIN(seq)",
+            (idle_seconds if now is None else now - idle_seconds,),
         )
         return [(scope_of(scope), session) for scope, session in rows]
 
@@ -191,8 +190,9 @@ class _Journal(Tables):
     def prune(self, older_than_seconds: float) -> None:
         """Consolidated exchanges are kept a while for inspection, then dropped."""
         self._rows(
-            f"DELETE FROM {self._table} WHERE consolidated IS NOT NULL AND consolidated < ?",
-            (time.time() - older_than_seconds,),
+            f"DELETE FROM {self._table} "
+            f"WHERE consolidated IS NOT NULL AND consolidated < {self.CLOCK} - ?",
+            (older_than_seconds,),
         )
 
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import psycopg
 
@@ -68,6 +68,10 @@ class Statements(Protocol):
 class Tables(ABC):
     """What the store logic needs of a database: single statements and transactions."""
 
+    # The database's clock in seconds since the epoch, as SQL: times that replicas compare
+    # (a session's last exchange against "now") come from one clock, not from each replica's.
+    CLOCK: ClassVar[str]
+
     @abstractmethod
     def _rows(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """One statement in a transaction of its own; its rows (none for a command)."""
@@ -94,6 +98,8 @@ class _SqliteStatements:
 class LocalTables(Tables):
     """One SQLite connection shared by this process's threads under a lock (`open_local`:
     WAL, busy timeout, so another process waits instead of failing)."""
+
+    CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"  # SQLite < 3.42: no unixepoch()
 
     def __init__(self, path: Path, schema: str) -> None:
         self._db = open_local(path, schema)
@@ -144,6 +150,8 @@ class _PgStatements:
 class PgTables(Tables):
     """Pooled connections of the shared `pg.Database`; no lock of its own: each statement or
     transaction runs on its own connection, and PostgreSQL orders the replicas' writes."""
+
+    CLOCK = "extract(epoch FROM clock_timestamp())::float8"
 
     def __init__(self, database: pg.Database) -> None:
         self._database = database

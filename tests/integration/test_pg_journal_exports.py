@@ -493,6 +493,25 @@ def test_an_append_waits_for_an_uncommitted_earlier_one_of_its_session(database)
     assert [e.seq for e in journal.pending(ALICE, "s1")] == [1, 3]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_replica_whose_clock_is_off_neither_ends_nor_keeps_a_session_early(
+    kind, new_journal, monkeypatch
+):
+    """The journal's times are the database's: a replica an hour behind stamps an exchange
+    as fresh all the same, so a sweep on another replica does not end the live session
+    (one an hour ahead would keep an idle one from ending for an hour)."""
+    journal = new_journal(kind)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)
+    journal.append(ALICE, "live", said("still talking"), {}, saved=False, raw=True)
+    monkeypatch.setattr(time, "time", real)
+
+    assert journal.idle(60) == []
+    assert journal.idle(0, now=real() + 1) == [(ALICE, "live")]
+    (created,) = journal._rows(f"SELECT created FROM {journal._table}")[0]
+    assert abs(created - real()) < 60
+
+
 def test_close_leaves_the_shared_database_open(database):
     PgSessionJournal(database).close()
     PgExportStore(database).close()
