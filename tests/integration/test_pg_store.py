@@ -7,6 +7,7 @@ compare its answers with the engine's on the same data."""
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import threading
@@ -29,6 +30,7 @@ from memorystore.service.mem0_seam import PG_PROVIDER, PgStoreConfig, register_p
 from memorystore.service.pg_store import FilterSql, PgVectorStore, table_names
 from memorystore_dev.bench.multilingual import load
 from memorystore_dev.postgres import PostgresServer
+from support.vector_stores import KEYWORD_ROWS
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -152,15 +154,7 @@ def test_reindex_rewrites_payload_and_terms_and_never_resurrects(pg_store):
 
 
 def test_keyword_search_ranks_like_the_engine(pg_store, edge_store):
-    rows = {
-        "both": {"data": "pizza lover", "text_lemmatized": "pizza pizza napoli", "user_id": "a"},
-        "one": {"data": "likes pizza and pasta and wine and cheese", "user_id": "a"},
-        "none": {"data": "sushi every friday", "user_id": "a"},
-        "other_user": {"data": "pizza pizza", "user_id": "b"},
-        "empty": {"data": "", "user_id": "a"},
-        "stopwords": {"data": "the of and", "user_id": "a"},
-        "no_text": {"user_id": "a"},
-    }
+    rows = copy.deepcopy(KEYWORD_ROWS)  # a store may add to a payload it is given
     ids = {name: new_id() for name in rows}
     results = []
     for store in (pg_store(keyword_search=True), edge_store(keyword_search=True)):

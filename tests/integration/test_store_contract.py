@@ -10,6 +10,7 @@ tests/integration/test_pg_store.py."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ import pytest
 from memorystore.service.edge_store import EdgeVectorStore
 from memorystore.service.pg_store import PgVectorStore
 from memorystore_dev.postgres import PostgresServer
+from support.vector_stores import KEYWORD_ROWS
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -417,15 +419,7 @@ def test_keyword_search_is_off_by_default(store):
 
 def test_keyword_search_ranks_by_bm25(make_store):
     store = make_store(keyword_search=True)
-    rows = {
-        "both": {"data": "pizza lover", "text_lemmatized": "pizza pizza napoli", "user_id": "a"},
-        "one": {"data": "likes pizza and pasta and wine and cheese", "user_id": "a"},
-        "none": {"data": "sushi every friday", "user_id": "a"},
-        "other_user": {"data": "pizza pizza", "user_id": "b"},
-        "empty": {"data": "", "user_id": "a"},
-        "stopwords": {"data": "the of and", "user_id": "a"},
-        "no_text": {"user_id": "a"},
-    }
+    rows = copy.deepcopy(KEYWORD_ROWS)  # a store may add to a payload it is given
     ids = {name: new_id() for name in rows}
     store.insert([[1.0, 0, 0, 0]] * len(rows), list(rows.values()), list(ids.values()))
 
