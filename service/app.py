@@ -248,11 +248,12 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         )
         journal = sessions.SessionJournal(sessions.journal_path(cfg))
         saved = exports.ExportStore(cfg.path_in_data_dir(None, "exports.db"))
+        session_locks = None
     else:
         idem = IdempotencyStore(idempotency.PgRecords(state), pg.ReplicaLocks(state, "idempotency"))
         journal = sessions.PgSessionJournal(state)
         saved = exports.PgExportStore(state)
-    session_locks = pg.ReplicaLocks(state, "session") if state is not None else None
+        session_locks = pg.ReplicaLocks(state, "session")
     consolidator = Consolidator(engine, journal, locks=session_locks)
     background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
     metrics = Metrics(engine.count)

@@ -79,7 +79,7 @@ class _Exports(Tables):
                 "VALUES (?,?,?,?,?)",
                 (
                     document["id"],
-                    scope_key(scope.filters()),
+                    scope.key(),
                     json.dumps(members, ensure_ascii=False),
                     json.dumps(document, ensure_ascii=False),
                     now,
@@ -107,7 +107,7 @@ class _Exports(Tables):
         rows = self._rows(
             f"SELECT document FROM {self._table} WHERE scope=? AND created>=? "
             f"ORDER BY created DESC, {self._order} DESC LIMIT 1",
-            (scope_key(scope.filters()), time.time() - self.retention_s),
+            (scope.key(), time.time() - self.retention_s),
         )
         return json.loads(rows[0][0]) if rows else None
 

@@ -86,27 +86,27 @@ class PgHistory:
         actor_id: str | None = None,
         role: str | None = None,
     ) -> None:
-        values = (str(uuid.uuid4()), memory_id, old_memory, new_memory, event, created_at)
-        self.database.execute(_INSERT, (*values, updated_at, int(is_deleted), actor_id, role))
+        self.batch_add_history(
+            [
+                {
+                    "memory_id": memory_id,
+                    "old_memory": old_memory,
+                    "new_memory": new_memory,
+                    "event": event,
+                    "created_at": created_at,
+                    "updated_at": updated_at,
+                    "is_deleted": is_deleted,
+                    "actor_id": actor_id,
+                    "role": role,
+                }
+            ]
+        )
 
     def batch_add_history(self, records: list[dict[str, Any]]) -> None:
-        rows = [
-            (
-                str(uuid.uuid4()),
-                r.get("memory_id"),
-                r.get("old_memory"),
-                r.get("new_memory"),
-                r.get("event"),
-                r.get("created_at"),
-                r.get("updated_at"),
-                int(r.get("is_deleted", 0) or 0),
-                r.get("actor_id"),
-                r.get("role"),
-            )
-            for r in records
-        ]
+        """The records, each under a new row id, in one transaction (as mem0's)."""
+        values = history_values([{**r, "id": str(uuid.uuid4())} for r in records])
         with self.database.transaction() as connection:
-            connection.cursor().executemany(_INSERT, rows)
+            connection.cursor().executemany(_INSERT, values)
 
     def get_history(self, memory_id: str) -> list[dict[str, Any]]:
         rows = self.database.execute(

@@ -193,13 +193,11 @@ class PgVectorStore(VectorStoreBase):
 
     def col_info(self) -> dict[str, Any]:
         """Size and location of this collection."""
-        self._check()
-        with self.database.connection() as conn:
-            row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._vectors)).fetchone()
+        ((points,),) = self._rows(sql.SQL("SELECT count(*) FROM {}").format(self._vectors))
         return {
             "name": self.collection_name,
             "table": self.vectors_table,
-            "points_count": int(row[0]) if row else 0,
+            "points_count": int(points),
             "vector_size": self.embedding_model_dims,
         }
 
@@ -400,8 +398,7 @@ class PgVectorStore(VectorStoreBase):
             "has_terms": HAS_TERMS,
             "k": top_k,
         }
-        with self.database.connection() as conn:
-            rows = conn.execute(statement, params).fetchall()
+        rows = self._rows(statement, params)
         return [OutputData(str(r[0]), float(r[1]), r[2]) for r in rows]
 
     def cosine(
@@ -413,15 +410,13 @@ class PgVectorStore(VectorStoreBase):
         where, params = self._where(filters)
         wanted = sorted({point_uuid(i) for i in ids})
         self._check_dims(vectors)
-        self._check()
-        with self.database.connection() as conn:
-            rows = conn.execute(
-                sql.SQL(
-                    "SELECT p.id, p.vector <=> %(q)s::vector FROM {} AS p "
-                    "WHERE p.id = ANY(%(ids)s::uuid[]) AND {}"
-                ).format(self._vectors, where),
-                params | {"q": _vector_literal(vectors), "ids": wanted},
-            ).fetchall()
+        rows = self._rows(
+            sql.SQL(
+                "SELECT p.id, p.vector <=> %(q)s::vector FROM {} AS p "
+                "WHERE p.id = ANY(%(ids)s::uuid[]) AND {}"
+            ).format(self._vectors, where),
+            params | {"q": _vector_literal(vectors), "ids": wanted},
+        )
         return {str(r[0]): _similarity(r[1]) for r in rows}
 
     def get(self, vector_id: str | int) -> OutputData | None:
@@ -430,13 +425,11 @@ class PgVectorStore(VectorStoreBase):
             point_id = point_uuid(vector_id)
         except ValueError:  # Not parseable as a point id, so no point can have it.
             return None
-        self._check()
-        with self.database.connection() as conn:
-            row = conn.execute(
-                sql.SQL("SELECT payload FROM {} WHERE id = %s::uuid").format(self._vectors),
-                (point_id,),
-            ).fetchone()
-        return None if row is None else OutputData(point_id, None, row[0])
+        rows = self._rows(
+            sql.SQL("SELECT payload FROM {} WHERE id = %s::uuid").format(self._vectors),
+            (point_id,),
+        )
+        return OutputData(point_id, None, rows[0][0]) if rows else None
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
         """Every point as (id, dense vector, payload), a page at a time (backups)."""
@@ -445,10 +438,7 @@ class PgVectorStore(VectorStoreBase):
         later = columns + sql.SQL("WHERE id > %(after)s::uuid ORDER BY id LIMIT %(n)s")
         after: str | None = None
         while True:
-            self._check()
-            with self.database.connection() as conn:
-                page = first if after is None else later
-                rows = conn.execute(page, {"after": after, "n": batch}).fetchall()
+            rows = self._rows(first if after is None else later, {"after": after, "n": batch})
             for point_id, vector, payload in rows:
                 yield str(point_id), list(vector), payload
             if len(rows) < batch:
@@ -458,13 +448,10 @@ class PgVectorStore(VectorStoreBase):
     def count(self, filters: dict[str, Any] | None = None) -> int:
         """Exact number of points matching the filters."""
         where, params = self._where(filters)
-        self._check()
-        with self.database.connection() as conn:
-            row = conn.execute(
-                sql.SQL("SELECT count(*) FROM {} AS p WHERE {}").format(self._vectors, where),
-                params,
-            ).fetchone()
-        return int(row[0]) if row else 0
+        ((found,),) = self._rows(
+            sql.SQL("SELECT count(*) FROM {} AS p WHERE {}").format(self._vectors, where), params
+        )
+        return int(found)
 
     def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
         """Points per distinct string value of a keyword-indexed field, most frequent first.
@@ -478,23 +465,27 @@ class PgVectorStore(VectorStoreBase):
                 "this field. Check https://qdrant.tech/documentation/concepts/indexing/"
                 "#payload-index to see which payload schemas support Match conditions"
             )
-        self._check()
-        with self.database.connection() as conn:
-            rows = conn.execute(
-                sql.SQL(
-                    "SELECT e.v #>> '{{}}' AS value, count(DISTINCT p.id) AS n FROM {} AS p "
-                    "CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN "
-                    "jsonb_typeof(p.payload -> %(key)s) = 'array' THEN p.payload -> %(key)s "
-                    "ELSE jsonb_build_array(p.payload -> %(key)s) END) AS e(v) "
-                    "WHERE jsonb_typeof(e.v) = 'string' "
-                    "GROUP BY 1 ORDER BY count(DISTINCT p.id) DESC, "
-                    "(e.v #>> '{{}}') COLLATE \"C\" LIMIT %(limit)s"
-                ).format(self._vectors),
-                {"key": key, "limit": limit},
-            ).fetchall()
+        rows = self._rows(
+            sql.SQL(
+                "SELECT e.v #>> '{{}}' AS value, count(DISTINCT p.id) AS n FROM {} AS p "
+                "CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN "
+                "jsonb_typeof(p.payload -> %(key)s) = 'array' THEN p.payload -> %(key)s "
+                "ELSE jsonb_build_array(p.payload -> %(key)s) END) AS e(v) "
+                "WHERE jsonb_typeof(e.v) = 'string' "
+                "GROUP BY 1 ORDER BY count(DISTINCT p.id) DESC, "
+                "(e.v #>> '{{}}') COLLATE \"C\" LIMIT %(limit)s"
+            ).format(self._vectors),
+            {"key": key, "limit": limit},
+        )
         return {value: int(n) for value, n in rows}
 
     # --- internals -------------------------------------------------------------------------
+
+    def _rows(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
+        """One read on a pooled connection, once the store is usable (`_check`)."""
+        self._check()
+        with self.database.connection() as conn:
+            return conn.execute(statement, params).fetchall()
 
     def _check(self) -> None:
         """Refuse use when closed; ensure the schema once (retried until it succeeds)."""
@@ -665,14 +656,12 @@ class PgVectorStore(VectorStoreBase):
         """``(points, next_offset)`` like qdrant-client's scroll, which mem0 indexes with [0]:
         points in id order, next_offset the id of the first point of the next page."""
         where, params = self._where(filters)
-        self._check()
-        with self.database.connection() as conn:
-            rows = conn.execute(
-                sql.SQL(
-                    "SELECT p.id, p.payload FROM {} AS p WHERE {} ORDER BY p.id LIMIT %(k)s"
-                ).format(self._vectors, where),
-                params | {"k": top_k + 1},
-            ).fetchall()
+        rows = self._rows(
+            sql.SQL(
+                "SELECT p.id, p.payload FROM {} AS p WHERE {} ORDER BY p.id LIMIT %(k)s"
+            ).format(self._vectors, where),
+            params | {"k": top_k + 1},
+        )
         page = [OutputData(str(r[0]), None, r[1]) for r in rows[:top_k]]
         return page, str(rows[top_k][0]) if len(rows) > top_k else None
 
