@@ -59,7 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memorystore.service.app import create_app
-    from memorystore.service.tls import CertificateReloader
+    from memorystore.service.ops.tls import CertificateReloader
 
     try:
         # the certificate first: a bad one fails in a moment, not after the model loads
@@ -88,7 +88,7 @@ def _reindex(args: argparse.Namespace) -> int:
     cfg = _service_config("reindex", args.config)
     if cfg is None:
         return 2
-    from memorystore.service.reindex import reindex_store
+    from memorystore.service.retrieval.reindex import reindex_store
 
     return reindex_store(cfg)
 
@@ -97,7 +97,7 @@ def _backup_command(command: str, refused: str, run: Callable[[], object]) -> in
     """Run a backup or restore; its result as one JSON line, or its refusal on stderr (2)."""
     import json
 
-    from memorystore.service.backup import BackupError
+    from memorystore.service.portability.backup import BackupError
 
     try:
         result = run()
@@ -114,7 +114,7 @@ def _backup(args: argparse.Namespace) -> int:
         return 2
     import time
 
-    from memorystore.service.backup import take_stopped
+    from memorystore.service.portability.backup import take_stopped
 
     name = args.name or time.strftime("backup-%Y%m%d-%H%M%S", time.gmtime())
     return _backup_command("backup", "", lambda: take_stopped(cfg, Path(args.to), name))
@@ -124,7 +124,7 @@ def _restore(args: argparse.Namespace) -> int:
     cfg = _service_config("restore", args.config)
     if cfg is None:
         return 2
-    from memorystore.service.backup import restore
+    from memorystore.service.portability.backup import restore
 
     return _backup_command("restore", "refused: ", lambda: restore(Path(args.source), cfg))
 

@@ -53,7 +53,7 @@ from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.middleware.memory import HINT_HEADER
 from memorystore.recall import clip
 from memorystore.scripted_model import ScriptedAgentModel, ToolCall, Turn, text_of
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 
 USER = "alice"
 AGENT_ID = "assistant"

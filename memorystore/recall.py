@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memorystore.dedup import same_fact
+from memorystore.rules.dedup import same_fact
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\s{_CJK}\W]+|[^\s\w]", re.UNICODE)

@@ -60,7 +60,7 @@ class LLMProvider(StrEnum):
 
 
 class LexicalTokenizer(StrEnum):
-    """How keyword search splits text into terms (`service/lexical.py`)."""
+    """How keyword search splits text into terms (`service/retrieval/lexical.py`)."""
 
     MULTILINGUAL = "multilingual"
     WORD = "word"

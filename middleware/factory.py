@@ -33,7 +33,7 @@ from memorystore.middleware.client import (
 )
 from memorystore.middleware.memory import MemoryMiddleware, Observer
 from memorystore.middleware.settings import PREFIX, ConfigMissing, load_settings
-from memorystore.scoping import scope_ids
+from memorystore.scope import scope_ids
 from memorystore.spec import Mode, Scope
 
 log = logging.getLogger("memorystore.middleware")

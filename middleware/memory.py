@@ -40,7 +40,7 @@ from memorystore.config import CaptureMode, ClientConfig
 from memorystore.middleware import metrics
 from memorystore.middleware.client import MemoryClient, MemoryServiceError
 from memorystore.middleware.tools import AddMemoryTool, SearchMemoryTool
-from memorystore.scoping import scope_ids
+from memorystore.scope import scope_ids
 from memorystore.spec import Mode, Scope
 
 if TYPE_CHECKING:

@@ -21,22 +21,16 @@ from pydantic import AfterValidator, BaseModel
 
 from memorystore.config import ServiceConfig
 from memorystore.recall import pack
-from memorystore.service import backup, exports, idempotency, pg, sessions
-from memorystore.service.auth import KeyRing
-from memorystore.service.consolidation import Consolidator
-from memorystore.service.engine import (
+from memorystore.scope import (
+    ENTITY_TYPES,
     ID_PATTERN,
     MAX_ID_CHARS,
     EntityIds,
-    MemoryEngine,
-    NotFound,
+    ScopeError,
     id_problem,
+    split_scope,
 )
-from memorystore.service.idempotency import IdempotencyStore, KeyReused, fingerprint
-from memorystore.service.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
-from memorystore.service.portability import FormatError, build_export, import_document
-from memorystore.service.reindex import Progress, Reindexer, describe
-from memorystore.service.schemas import (
+from memorystore.service.api.schemas import (
     AddRequest,
     BackupRequest,
     BatchDeleteRequest,
@@ -48,15 +42,22 @@ from memorystore.service.schemas import (
     ExportRequest,
     ListRequest,
     RecallRequest,
-    ScopeError,
     SearchRequest,
     UpdateRequest,
     check_metadata,
-    split_scope,
 )
+from memorystore.service.engine.core import MemoryEngine, NotFound
+from memorystore.service.lifecycle import journal as journals
+from memorystore.service.lifecycle.consolidation import Consolidator
+from memorystore.service.ops.auth import KeyRing
+from memorystore.service.ops.observability import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from memorystore.service.portability import backup
+from memorystore.service.portability.document import FormatError, build_export, import_document
+from memorystore.service.retrieval.reindex import Progress, Reindexer, describe
+from memorystore.service.state import idempotency, postgres, saved_exports
+from memorystore.service.state.idempotency import IdempotencyStore, KeyReused, fingerprint
 
 log = logging.getLogger("memorystore.service")
-ENTITY_TYPES = {"user": "user_id", "agent": "agent_id", "run": "run_id"}
 
 
 def _literal_id(value: str | None) -> str | None:
@@ -178,7 +179,7 @@ async def _reindex(reindexer: Reindexer) -> None:
 
 
 # the schema of what the app keeps in PostgreSQL beside the engine's (engine.prepare adds it)
-STATE_MIGRATIONS = [*idempotency.MIGRATIONS, *sessions.MIGRATIONS, *exports.MIGRATIONS]
+STATE_MIGRATIONS = [*idempotency.MIGRATIONS, *journals.MIGRATIONS, *saved_exports.MIGRATIONS]
 PREPARE_RETRY_S = (1.0, 2.0, 5.0, 10.0)  # waits between start-up attempts, the last repeats
 
 
@@ -197,7 +198,7 @@ async def _reindex_stale(reindexer: Reindexer, stale: int | None = None) -> None
 
 
 async def _prepare(
-    engine: MemoryEngine, migrations: list[pg.Migration], reindexer: Reindexer
+    engine: MemoryEngine, migrations: list[postgres.Migration], reindexer: Reindexer
 ) -> None:
     """Bring the PostgreSQL schema up to date, retrying until the database lets us (until
     then /readyz answers 503 with the reason, `engine.not_ready`), then re-index."""
@@ -210,8 +211,8 @@ async def _prepare(
         except Exception as exc:
             reason = (
                 str(exc)
-                if isinstance(exc, pg.DatabaseUnavailable)
-                else f"{type(exc).__name__}: {pg.describe(exc)}"  # e.g. a refused CREATE
+                if isinstance(exc, postgres.DatabaseUnavailable)
+                else f"{type(exc).__name__}: {postgres.describe(exc)}"  # e.g. a refused CREATE
             )
             engine.not_ready = f"database not ready: {reason}"
             wait = PREPARE_RETRY_S[min(attempt, len(PREPARE_RETRY_S) - 1)]
@@ -240,20 +241,22 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     keyring = KeyRing(cfg.api_key, cfg.previous_api_key)  # re-reads rotated key files
     engine = MemoryEngine(cfg)
     state = engine.database  # history.postgres: what replicas share lives there
-    journal: sessions.SessionJournal | sessions.PgSessionJournal
-    saved: exports.ExportStore | exports.PgExportStore
+    journal: journals.SessionJournal | journals.PgSessionJournal
+    saved: saved_exports.ExportStore | saved_exports.PgExportStore
     if state is None:
         idem = IdempotencyStore(
             idempotency.LocalRecords(cfg.path_in_data_dir(None, "idempotency.db"))
         )
-        journal = sessions.SessionJournal(sessions.journal_path(cfg))
-        saved = exports.ExportStore(cfg.path_in_data_dir(None, "exports.db"))
+        journal = journals.SessionJournal(journals.journal_path(cfg))
+        saved = saved_exports.ExportStore(cfg.path_in_data_dir(None, "exports.db"))
         session_locks = None
     else:
-        idem = IdempotencyStore(idempotency.PgRecords(state), pg.ReplicaLocks(state, "idempotency"))
-        journal = sessions.PgSessionJournal(state)
-        saved = exports.PgExportStore(state)
-        session_locks = pg.ReplicaLocks(state, "session")
+        idem = IdempotencyStore(
+            idempotency.PgRecords(state), postgres.ReplicaLocks(state, "idempotency")
+        )
+        journal = journals.PgSessionJournal(state)
+        saved = saved_exports.PgExportStore(state)
+        session_locks = postgres.ReplicaLocks(state, "session")
     consolidator = Consolidator(engine, journal, locks=session_locks)
     background: set[asyncio.Task[Any]] = set()  # session ends answered with 202
     metrics = Metrics(engine.count)
@@ -309,7 +312,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         """Until the database schema is checked (PostgreSQL), answer at once with the reason
         instead of waiting on a database that may be down."""
         if engine.not_ready is not None:
-            raise pg.DatabaseUnavailable(engine.not_ready)
+            raise postgres.DatabaseUnavailable(engine.not_ready)
 
     api = APIRouter(dependencies=[Depends(authorise), Depends(prepared)], responses=ERROR_RESPONSES)
 
@@ -545,7 +548,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         task.add_done_callback(background.discard)
         return JSONResponse({"session_id": session_id, "status": "consolidating"}, 202)
 
-    # --- batch calls, exports and imports (service/portability.py) --------------------------
+    # --- batch calls, exports and imports (portability/document.py) ----------------------------
 
     def distinct_ids(ids: list[str]) -> None:
         first: dict[str, int] = {}
@@ -590,7 +593,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
 
     @api.post("/v1/exports/")
     async def create_export(body: ExportRequest) -> dict[str, Any]:
-        """Export one scope's memories now (format: service/portability.py), kept 7 days."""
+        """Export one scope's memories now (format: portability/document.py), kept 7 days."""
         scope, rest = scoped(body, body.filters)
         whole_scope(rest)
         document = await build_export(engine, cfg.tenant, scope, body.export_schema)
@@ -668,7 +671,9 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             await asyncio.wait_for(asyncio.to_thread(engine.check_ready), timeout=5)
         except Exception as exc:
             # a DatabaseUnavailable says why without a secret; anything else by its type
-            reason = str(exc) if isinstance(exc, pg.DatabaseUnavailable) else type(exc).__name__
+            reason = (
+                str(exc) if isinstance(exc, postgres.DatabaseUnavailable) else type(exc).__name__
+            )
             log.warning("not ready: %s", reason)
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         body: dict[str, Any] = {"status": "ok"}
@@ -684,8 +689,8 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     async def backup_failed(_: Request, exc: backup.BackupError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, exc.status)
 
-    @app.exception_handler(pg.DatabaseUnavailable)
-    async def database_unavailable(_: Request, exc: pg.DatabaseUnavailable) -> JSONResponse:
+    @app.exception_handler(postgres.DatabaseUnavailable)
+    async def database_unavailable(_: Request, exc: postgres.DatabaseUnavailable) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, 503, headers={"Retry-After": "5"})
 
     @app.exception_handler(NotFound)

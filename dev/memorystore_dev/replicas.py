@@ -19,7 +19,7 @@ from typing import Literal, Self
 
 import yaml
 
-from memorystore.service.runner import wait_until_ready
+from memorystore.service.ops.runner import wait_until_ready
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.postgres import dsn_file
 

@@ -32,7 +32,7 @@ from agentscope.message import UserMsg
 
 from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.operator import names
-from memorystore.service.runner import wait_until_ready
+from memorystore.service.ops.runner import wait_until_ready
 from memorystore_dev.devcluster.target import Kube
 from support.agent_memory import agent_for, hints
 from support.cluster_dns import cluster_dns, loopback_address

@@ -31,7 +31,7 @@ import yaml
 from memorystore.config import ClientConfig
 from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.operator import names
-from memorystore.service.runner import wait_until_ready
+from memorystore.service.ops.runner import wait_until_ready
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
 from support.secret_mount import sync_secret

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from mem0 import AsyncMemoryClient
 
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore_dev.postgres import PostgresServer
 
 

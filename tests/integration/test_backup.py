@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memorystore.config import ServiceBackup, ServiceConfig, ServiceEmbedder
-from memorystore.service import backup
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
+from memorystore.service.portability import backup
 
 pytestmark = pytest.mark.timeout(600)
 

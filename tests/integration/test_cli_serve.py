@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from memorystore.service.runner import wait_until_ready
+from memorystore.service.ops.runner import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "memorystore"]

@@ -1,6 +1,6 @@
 """Memory that stays true, on the real service and engine: repeats, outdated facts, sessions.
 
-No model: the offline rules (`memorystore.dedup`, `service/supersede.py`). With a model: the
+No model: the offline rules (`memorystore.rules`). With a model: the
 scripted OpenAI-compatible STAND-IN (`support.scripted_models`) as extraction model and
 judge, behind mem0's real OpenAI provider.
 """
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memorystore.service.engine import id_problem
-from memorystore.service.judge import JUDGE_HEADER
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.scope import id_problem
+from memorystore.service.lifecycle.judge import JUDGE_HEADER
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import ConsolidationSettings, RetrievalSettings
 from support.scripted_models import KEY_ENV, scripted_llm
 

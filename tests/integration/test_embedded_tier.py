@@ -21,7 +21,7 @@ from memorystore.config import ServiceConfig, load_model
 from memorystore.operator.builders import paths
 from memorystore.operator.builders.configs import render_service_config, service_config
 from memorystore.operator.builders.model import Owner
-from memorystore.service.runner import ServiceThread
+from memorystore.service.ops.runner import ServiceThread
 from memorystore.spec import MemoryStoreSpec
 
 pytestmark = pytest.mark.timeout(300)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mem0 import AsyncMemoryClient
 
 from memorystore.config import ServiceEmbedder
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
 
 SCHEMA = {"title": "Memories", "type": "object", "properties": {"facts": {"type": "array"}}}

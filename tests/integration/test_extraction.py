@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 
 from memorystore.config import SecretSource, ServiceEmbedder
-from memorystore.service.judge import JUDGE_HEADER
-from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
+from memorystore.service.lifecycle.judge import JUDGE_HEADER
+from memorystore.service.ops.runner import ServiceThread, UvicornThread, embedded_config
 from support.scripted_models import KEY_ENV, build_app, scripted_llm
 
 

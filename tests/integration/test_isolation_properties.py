@@ -35,8 +35,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from memorystore.service.engine import id_problem
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.scope import id_problem
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
 
 # tenant b searches through mem0's own pipeline (no hybrid, no neighbours), tenant a through

@@ -20,7 +20,7 @@ import pytest
 from memorystore.config import ClientConfig, SecretSource
 from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.middleware.client import MemoryServiceError
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 
 K0, K1, K2 = "key-zero-" + "a" * 32, "key-one-" + "b" * 32, "key-two-" + "c" * 32
 

@@ -209,7 +209,7 @@ async def test_add_memory_keeps_extracted_facts_and_falls_back_to_raw_when_none(
 ):
     """With an extraction model (a scripted OpenAI-compatible stand-in) behind the service."""
     from memorystore.config import SecretSource, ServiceLLM
-    from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
+    from memorystore.service.ops.runner import ServiceThread, UvicornThread, embedded_config
     from support.scripted_models import build_app
 
     monkeypatch.setenv("SCRIPTED_KEY", "sk-scripted")

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
 
 EXAMPLES_PER_OPERATION_AND_MODE = 30  # per tenant: about 1,500 cases, ~40 s on 2 cores

@@ -24,15 +24,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memorystore.service import exports, pg, sessions
-from memorystore.service.engine import EntityIds, id_problem
-from memorystore.service.exports import ExportStore, PgExportStore
-from memorystore.service.sessions import Exchange, PgSessionJournal, SessionJournal
+from memorystore.scope import EntityIds, id_problem
+from memorystore.service.lifecycle import journal as journals
+from memorystore.service.lifecycle.journal import Exchange, PgSessionJournal, SessionJournal
+from memorystore.service.state import postgres, saved_exports
+from memorystore.service.state.saved_exports import ExportStore, PgExportStore
 from memorystore_dev.postgres import PostgresServer
 
 pytestmark = pytest.mark.timeout(600)
 
-MIGRATIONS = sessions.MIGRATIONS + exports.MIGRATIONS
+MIGRATIONS = journals.MIGRATIONS + saved_exports.MIGRATIONS
 KINDS = ["sqlite", "postgres"]
 
 Journal = SessionJournal | PgSessionJournal
@@ -40,21 +41,21 @@ Exports = ExportStore | PgExportStore
 
 
 @pytest.fixture(scope="module")
-def database(pg_server: PostgresServer) -> Iterator[pg.Database]:
-    db = pg.Database(pg_server.dsn, field="history.postgres")
+def database(pg_server: PostgresServer) -> Iterator[postgres.Database]:
+    db = postgres.Database(pg_server.dsn, field="history.postgres")
     assert db.migrate(MIGRATIONS) == ["sessions 1: session journal", "exports 1: stored exports"]
     assert db.migrate(MIGRATIONS) == []  # applied once: a second start applies nothing
     yield db
     db.close()
 
 
-def empty(database: pg.Database) -> None:
+def empty(database: postgres.Database) -> None:
     """A fresh PostgreSQL store, seqs from 1 again (as in a new SQLite file)."""
     database.execute("TRUNCATE memorystore_exchanges, memorystore_exports RESTART IDENTITY")
 
 
 @pytest.fixture
-def new_journal(tmp_path: Path, database: pg.Database) -> Iterator[Callable[[str], Journal]]:
+def new_journal(tmp_path: Path, database: postgres.Database) -> Iterator[Callable[[str], Journal]]:
     made: list[Journal] = []
 
     def make(kind: str) -> Journal:
@@ -72,10 +73,10 @@ def new_journal(tmp_path: Path, database: pg.Database) -> Iterator[Callable[[str
 
 
 @pytest.fixture
-def new_exports(tmp_path: Path, database: pg.Database) -> Iterator[Callable[..., Exports]]:
+def new_exports(tmp_path: Path, database: postgres.Database) -> Iterator[Callable[..., Exports]]:
     made: list[Exports] = []
 
-    def make(kind: str, retention_s: float = exports.RETENTION_S) -> Exports:
+    def make(kind: str, retention_s: float = saved_exports.RETENTION_S) -> Exports:
         if kind == "sqlite":
             store: Exports = ExportStore(tmp_path / f"exports-{len(made)}.db", retention_s)
         else:
@@ -202,7 +203,7 @@ def stored(export_id: str, scope: dict[str, str], *members: dict[str, str]) -> d
 
 
 def exports_scenario(store: Exports) -> list[tuple[str, Any]]:
-    """tests/unit/test_export_format.py's scenarios, one transcript."""
+    """tests/unit/service/portability/test_export_format.py's scenarios, one transcript."""
     out: list[tuple[str, Any]] = []
     alice, coach = ALICE.filters(), COACH.filters()
     agent, bob = AGENT.filters(), BOB.filters()
@@ -289,7 +290,7 @@ def test_forget_erases_every_export_of_a_scope(kind, new_exports):
 @pytest.mark.parametrize("kind", KINDS)
 def test_latest_of_exports_made_in_the_same_instant_is_the_last_put(kind, new_exports, monkeypatch):
     store = new_exports(kind)
-    monkeypatch.setattr(exports, "time", SimpleNamespace(time=lambda: 1_000_000_000.0))
+    monkeypatch.setattr(saved_exports, "time", SimpleNamespace(time=lambda: 1_000_000_000.0))
     store.retention_s = 10 * 365 * 24 * 3600.0  # the frozen instant is not expired
     alice = ALICE.filters()
     for export_id in ("b", "a", "c"):
@@ -349,15 +350,15 @@ def test_keys_neither_store_can_keep_are_refused_by_both(kind, bad, new_journal,
 WRITER = """
 import json, sys, time
 from pathlib import Path
-from memorystore.service import pg
-from memorystore.service.engine import EntityIds
-from memorystore.service.sessions import PgSessionJournal, SessionJournal
+from memorystore.service.state import postgres
+from memorystore.scope import EntityIds
+from memorystore.service.lifecycle.journal import PgSessionJournal, SessionJournal
 
 kind, target, name, count, ready, go = sys.argv[1:]
 if kind == "sqlite":
     journal = SessionJournal(Path(target))
 else:
-    database = pg.Database(target, field="history.postgres")
+    database = postgres.Database(target, field="history.postgres")
     journal = PgSessionJournal(database)
     database.check()
 Path(ready).touch()
@@ -421,9 +422,9 @@ def test_marking_from_two_connections_at_once_is_idempotent(kind, tmp_path, new_
     seqs = [journal.append(ALICE, "s1", said(f"{i}"), {}, saved=False, raw=True) for i in range(50)]
     if kind == "sqlite":
         others = [SessionJournal(tmp_path / "sessions-0.db") for _ in range(2)]  # its file
-        databases: list[pg.Database] = []
+        databases: list[postgres.Database] = []
     else:
-        databases = [pg.Database(pg_server.dsn, field="history.postgres") for _ in range(2)]
+        databases = [postgres.Database(pg_server.dsn, field="history.postgres") for _ in range(2)]
         others = [PgSessionJournal(database) for database in databases]
     start = threading.Barrier(2)
     errors: list[BaseException] = []
@@ -454,12 +455,12 @@ def test_marking_from_two_connections_at_once_is_idempotent(kind, tmp_path, new_
 class HeldJournal(PgSessionJournal):
     """A journal whose appends insert, then wait for `release` before they commit."""
 
-    def __init__(self, database: pg.Database) -> None:
+    def __init__(self, database: postgres.Database) -> None:
         super().__init__(database)
         self.inserted, self.release = threading.Event(), threading.Event()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sessions.Statements]:
+    def _transaction(self) -> Iterator[journal.Statements]:
         with super()._transaction() as statements:
             yield statements
             self.inserted.set()
@@ -550,7 +551,7 @@ ids = st.one_of(
 # export ids: any string either store can keep as a key (`storable`), spaces included
 export_ids = st.one_of(
     st.sampled_from(HOSTILE),
-    st.text(min_size=1, max_size=256).filter(sessions.storable),
+    st.text(min_size=1, max_size=256).filter(journals.storable),
 )
 
 
@@ -611,12 +612,12 @@ def test_two_replicas_migrating_at_once_apply_each_step_once(pg_server):
     pg_server.psql("CREATE DATABASE migration_race")
     dsn = pg_server.dsn.replace("/memorystore?", "/migration_race?")
     assert dsn != pg_server.dsn
-    replicas = [pg.Database(dsn, field="history.postgres") for _ in range(2)]
+    replicas = [postgres.Database(dsn, field="history.postgres") for _ in range(2)]
     start = threading.Barrier(2)
     applied: list[list[str]] = []
     errors: list[BaseException] = []
 
-    def migrate(database: pg.Database) -> None:
+    def migrate(database: postgres.Database) -> None:
         try:
             start.wait()
             applied.append(database.migrate(MIGRATIONS))

@@ -1,7 +1,7 @@
 """The service's state in a real PostgreSQL (history.postgres): mem0's history, the schema
 migrations, the cross-replica locks, the scope chain and idempotency records.
 
-"Replicas" here are separate `pg.Database` objects (separate pools and connections), which is
+"Replicas" here are separate `postgres.Database` objects (separate pools and connections), which is
 what separate processes are to the database; the multi-process tests run real services
 (test_pg_replicas.py).
 """
@@ -19,8 +19,8 @@ import pytest
 from mem0.memory.storage import SQLiteManager
 
 from memorystore.config import ConfigError
-from memorystore.service import idempotency, pg, pg_history, scope_chain
-from memorystore.service.engine import EntityIds
+from memorystore.scope import EntityIds
+from memorystore.service.state import idempotency, pg_history, postgres, scope_chain
 from memorystore_dev.postgres import PostgresServer
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,13 +31,15 @@ def dsn(pg_server: PostgresServer) -> str:
     return pg_server.database(f"t_{uuid.uuid4().hex[:12]}")
 
 
-def _replica(dsn: str) -> pg.Database:
+def _replica(dsn: str) -> postgres.Database:
     """A Database of its own (not the process registry's): one replica's pools."""
-    return pg.Database(dsn, field="history.postgres", pool_size=8, statement_timeout_seconds=5)
+    return postgres.Database(
+        dsn, field="history.postgres", pool_size=8, statement_timeout_seconds=5
+    )
 
 
 @pytest.fixture
-def replicas(dsn: str) -> Iterator[list[pg.Database]]:
+def replicas(dsn: str) -> Iterator[list[postgres.Database]]:
     made = [_replica(dsn) for _ in range(3)]
     made[0].migrate([*pg_history.MIGRATIONS, *scope_chain.MIGRATIONS, *idempotency.MIGRATIONS])
     yield made
@@ -50,7 +52,7 @@ def _without_ids(rows: list[dict]) -> list[dict]:
 
 
 def test_the_postgres_history_answers_exactly_as_mem0s_sqlite_history(
-    replicas: list[pg.Database], tmp_path: Path
+    replicas: list[postgres.Database], tmp_path: Path
 ):
     sqlite = SQLiteManager(str(tmp_path / "history.db"))
     postgres = pg_history.PgHistory(replicas[0])
@@ -119,7 +121,7 @@ def test_migrations_apply_once_even_when_replicas_start_together(dsn: str):
     applied: list[list[str]] = []
     errors: list[BaseException] = []
 
-    def start(database: pg.Database) -> None:
+    def start(database: postgres.Database) -> None:
         try:
             applied.append(database.migrate(steps))
         except BaseException as exc:  # collected: a thread's failure must fail the test
@@ -144,32 +146,32 @@ def test_migrations_apply_once_even_when_replicas_start_together(dsn: str):
 
 def test_a_failing_migration_step_leaves_nothing_half_applied(dsn: str):
     database = _replica(dsn)
-    broken = pg.Migration(
+    broken = postgres.Migration(
         "demo", 1, "two statements, the second fails", "CREATE TABLE demo_a (x int); SELECT 1/0;"
     )
     with pytest.raises(psycopg.errors.DivisionByZero):
         database.migrate([broken])
     assert database.execute("SELECT to_regclass('demo_a')") == [(None,)]
-    fixed = pg.Migration("demo", 1, "fixed", "CREATE TABLE demo_a (x int);")
+    fixed = postgres.Migration("demo", 1, "fixed", "CREATE TABLE demo_a (x int);")
     assert database.migrate([fixed]) == ["demo 1: fixed"]
     database.close()
 
 
 def test_replica_locks_serialise_a_read_modify_write_across_replicas(
-    replicas: list[pg.Database],
+    replicas: list[postgres.Database],
 ):
     replicas[0].execute("CREATE TABLE counter (n int)")
     replicas[0].execute("INSERT INTO counter VALUES (0)")
     scope = EntityIds(user_id="alice")
 
-    async def bump(database: pg.Database, locks: pg.ReplicaLocks) -> None:
+    async def bump(database: postgres.Database, locks: postgres.ReplicaLocks) -> None:
         async with locks.hold(scope):
             (n,) = (await asyncio.to_thread(database.execute, "SELECT n FROM counter"))[0]
             await asyncio.sleep(0.005)  # widen the window a lost update needs
             await asyncio.to_thread(database.execute, "UPDATE counter SET n = %s", (n + 1,))
 
     async def main() -> None:
-        locks = [pg.ReplicaLocks(d, "scope") for d in replicas]
+        locks = [postgres.ReplicaLocks(d, "scope") for d in replicas]
         await asyncio.gather(
             *(bump(d, lk) for _ in range(15) for d, lk in zip(replicas, locks, strict=True))
         )
@@ -180,13 +182,13 @@ def test_replica_locks_serialise_a_read_modify_write_across_replicas(
     assert replicas[0].execute("SELECT n FROM counter") == [(45,)]
 
 
-def test_a_lock_held_by_a_replica_that_dies_is_released(replicas: list[pg.Database]):
+def test_a_lock_held_by_a_replica_that_dies_is_released(replicas: list[postgres.Database]):
     """A replica killed mid-write loses its connections; PostgreSQL then drops its locks."""
 
     async def main() -> float:
         holder, waiter = (
-            pg.ReplicaLocks(replicas[0], "scope"),
-            pg.ReplicaLocks(replicas[1], "scope"),
+            postgres.ReplicaLocks(replicas[0], "scope"),
+            postgres.ReplicaLocks(replicas[1], "scope"),
         )
         scope = EntityIds(user_id="bob")
         held = asyncio.Event()
@@ -198,7 +200,7 @@ def test_a_lock_held_by_a_replica_that_dies_is_released(replicas: list[pg.Databa
 
         task = asyncio.create_task(hold_forever())
         await held.wait()
-        name = pg.lock_id("scope:" + pg.lock_name(scope))
+        name = postgres.lock_id("scope:" + postgres.lock_name(scope))
         loop = asyncio.get_running_loop()
         start = loop.time()
         # the "crash": the holder's backend goes away as when its process is SIGKILLed
@@ -220,7 +222,7 @@ def test_a_lock_held_by_a_replica_that_dies_is_released(replicas: list[pg.Databa
     assert asyncio.run(main()) < 10
 
 
-def test_concurrent_claims_through_three_replicas_form_one_chain(replicas: list[pg.Database]):
+def test_concurrent_claims_through_three_replicas_form_one_chain(replicas: list[postgres.Database]):
     chains = [scope_chain.PgChain(d) for d in replicas]
     scope = EntityIds(user_id="carol", agent_id="tutor")
     ids = [str(uuid.uuid4()) for _ in range(60)]
@@ -250,13 +252,13 @@ def test_concurrent_claims_through_three_replicas_form_one_chain(replicas: list[
     assert asyncio.run(chains[1].claim(scope, "new", "x")) is None  # a deleted scope restarts
 
 
-def test_one_idempotency_key_through_three_replicas_runs_once(replicas: list[pg.Database]):
+def test_one_idempotency_key_through_three_replicas_runs_once(replicas: list[postgres.Database]):
     runs: list[int] = []
 
     async def main() -> list[tuple[int, object, bool]]:
         stores = [
             idempotency.IdempotencyStore(
-                idempotency.PgRecords(d), pg.ReplicaLocks(d, "idempotency")
+                idempotency.PgRecords(d), postgres.ReplicaLocks(d, "idempotency")
             )
             for d in replicas
         ]
@@ -283,22 +285,22 @@ def test_one_idempotency_key_through_three_replicas_runs_once(replicas: list[pg.
 
 def test_database_errors_never_show_the_password(pg_server: PostgresServer):
     wrong = pg_server.dsn.replace(pg_server.password, "not-the-password-s3cr3t")
-    database = pg.Database(wrong, field="history.postgres", connect_timeout_seconds=2)
-    with pytest.raises(pg.DatabaseUnavailable) as caught:
+    database = postgres.Database(wrong, field="history.postgres", connect_timeout_seconds=2)
+    with pytest.raises(postgres.DatabaseUnavailable) as caught:
         database.check()
     message = str(caught.value)
     assert "history.postgres" in message and "password authentication failed" in message
     assert "not-the-password-s3cr3t" not in message and pg_server.password not in message
     database.close()
     with pytest.raises(ConfigError) as bad:  # invalid config: the start stops (exit 2)
-        pg.Database("postgresql://u:hunter2@[::1:5432/x", field="history.postgres")
+        postgres.Database("postgresql://u:hunter2@[::1:5432/x", field="history.postgres")
     assert "hunter2" not in str(bad.value) and "history.postgres.dsn" in str(bad.value)
-    assert "hunter2" not in pg.describe(ValueError("password=hunter2 host=x"))
+    assert "hunter2" not in postgres.describe(ValueError("password=hunter2 host=x"))
 
 
 def test_a_statement_past_the_timeout_fails_naming_the_timeout(dsn: str):
-    database = pg.Database(dsn, field="history.postgres", statement_timeout_seconds=0.2)
-    with pytest.raises(pg.DatabaseUnavailable) as caught:
+    database = postgres.Database(dsn, field="history.postgres", statement_timeout_seconds=0.2)
+    with pytest.raises(postgres.DatabaseUnavailable) as caught:
         database.execute("SELECT pg_sleep(3)")
     assert "statement timeout (200 ms)" in str(caught.value)
     assert database.execute("SELECT 1") == [(1,)]  # the pool goes on serving

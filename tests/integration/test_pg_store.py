@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from mem0.utils.factory import VectorStoreFactory
 from psycopg import sql
 
-from memorystore.service import pg
-from memorystore.service.edge_store import EdgeVectorStore
-from memorystore.service.mem0_seam import PG_PROVIDER, PgStoreConfig, register_providers
-from memorystore.service.pg_store import FilterSql, PgVectorStore, table_names
+from memorystore.service.engine.mem0_seam import PG_PROVIDER, PgStoreConfig, register_providers
+from memorystore.service.state import postgres
+from memorystore.service.stores.embedded import EdgeVectorStore
+from memorystore.service.stores.pgvector import FilterSql, PgVectorStore, table_names
 from memorystore_dev.bench.multilingual import load
 from memorystore_dev.postgres import PostgresServer
 from support.vector_stores import KEYWORD_ROWS
@@ -238,7 +238,7 @@ def test_mem0s_factory_builds_it_from_the_service_config(pg_server):
     store = VectorStoreFactory.create(PG_PROVIDER, config)
     assert isinstance(store, PgVectorStore)
     assert store.hnsw_ef_search == 40
-    assert store.database is pg.shared(pg_server.dsn)  # one Database per DSN and process
+    assert store.database is postgres.shared(pg_server.dsn)  # one Database per DSN and process
     store.insert([[1.0, 0, 0, 0]], [{"data": "pizza"}], [new_id()])
     assert len(store.keyword_search("pizza") or []) == 1
 
@@ -251,7 +251,7 @@ def test_nothing_touches_the_database_until_the_first_operation():
         down.kill()  # the service starts while its database is down
         store = PgVectorStore("memories", DIMS, down.dsn, connect_timeout_seconds=1)
         try:
-            with pytest.raises(pg.DatabaseUnavailable):  # what /readyz reports
+            with pytest.raises(postgres.DatabaseUnavailable):  # what /readyz reports
                 store.count()
             down.start()  # the schema, not made yet, is made on the next use
             with psycopg.connect(down.dsn) as db:  # no table yet
@@ -271,10 +271,10 @@ def test_without_the_privilege_to_create_pgvector_the_owner_is_told_what_to_run(
     store = PgVectorStore("memories", DIMS, dsn)
     try:
         expected = r"'memories'.*the database owner must run `CREATE EXTENSION vector`"
-        with pytest.raises(pg.DatabaseUnavailable, match=expected) as refused:
+        with pytest.raises(postgres.DatabaseUnavailable, match=expected) as refused:
             store.create_col()
         assert "owner-secret-4711" not in str(refused.value)
-        with pytest.raises(pg.DatabaseUnavailable, match=expected):
+        with pytest.raises(postgres.DatabaseUnavailable, match=expected):
             store.count()  # lazily, again
         pg_server.psql("CREATE EXTENSION vector", database="no_vector")  # the owner does it
         assert store.count() == 0

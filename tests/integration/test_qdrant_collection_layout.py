@@ -22,8 +22,8 @@ import pytest
 from mem0.utils.factory import VectorStoreFactory
 
 from memorystore.config import ConfigError, ServiceConfig
-from memorystore.service.engine import mem0_config
-from memorystore.service.mem0_seam import QdrantServerStore
+from memorystore.service.engine.core import mem0_config
+from memorystore.service.engine.mem0_seam import QdrantServerStore
 from support.waiting import wait_for
 
 

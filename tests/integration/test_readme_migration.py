@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mem0 import AsyncMemoryClient
 
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "### Changing tiers or the embedding model\n"

@@ -1,4 +1,4 @@
-"""Re-indexing in place after the index settings change (`service/reindex.py`), on the real
+"""Re-indexing in place after the index settings change (`retrieval/reindex.py`), on the real
 engine and mem0: interrupted halfway and resumed, nothing lost; during writes; at start-up."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pytest
 import yaml
 
 from memorystore.config import ServiceConfig
-from memorystore.service import reindex
-from memorystore.service.engine import EntityIds, MemoryEngine
-from memorystore.service.reindex import INDEX_KEY, Reindexer
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.scope import EntityIds
+from memorystore.service.engine.core import MemoryEngine
+from memorystore.service.ops.runner import ServiceThread, embedded_config
+from memorystore.service.retrieval import reindex
+from memorystore.service.retrieval.reindex import INDEX_KEY, Reindexer
 from memorystore.spec import LexicalTokenizer, RetrievalSettings
 
 WORD = RetrievalSettings(tokenizer=LexicalTokenizer.WORD, context=False, language_centering=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from memorystore.service import scope_chain
+from memorystore.service.state import scope_chain
 
 
 def add(http: httpx.Client, user: str, text: str, speaker: str | None = "Ann") -> str:

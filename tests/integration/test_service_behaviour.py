@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 
 
 def add(http: httpx.Client, text: str, **scope) -> httpx.Response:

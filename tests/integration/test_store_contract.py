@@ -4,8 +4,8 @@ VectorStoreBase and must not see a difference, so each test here states once wha
 and runs on each (ids `embedded` and `postgres`), instead of two copies of it drifting apart.
 
 What only one store has stays beside it: the embedded store's on-disk shards and crash
-recovery in tests/unit/test_edge_store.py; PostgreSQL's tables, postings, migrations and
-privileges, and the tests that hold its answers against the engine's, in
+recovery in tests/unit/service/stores/test_embedded.py; PostgreSQL's tables, postings,
+migrations and privileges, and the tests that hold its answers against the engine's, in
 tests/integration/test_pg_store.py."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from memorystore.service.edge_store import EdgeVectorStore
-from memorystore.service.pg_store import PgVectorStore
+from memorystore.service.stores.embedded import EdgeVectorStore
+from memorystore.service.stores.pgvector import PgVectorStore
 from memorystore_dev.postgres import PostgresServer
 from support.vector_stores import KEYWORD_ROWS
 

@@ -34,8 +34,8 @@ from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.middleware.client import MemoryServiceError
 from memorystore.middleware.factory import _mem0_client_type
 from memorystore.operator import names, tls
-from memorystore.service.runner import ServiceThread, embedded_config, wait_until_ready
-from memorystore.service.tls import CertificateReloader
+from memorystore.service.ops.runner import ServiceThread, embedded_config, wait_until_ready
+from memorystore.service.ops.tls import CertificateReloader
 from support.agent_memory import chat, client_config, key_file, stored
 from support.cluster_dns import cluster_dns, loopback_address
 
@@ -268,7 +268,7 @@ def test_a_renewed_certificate_is_served_to_new_connections_without_restart(
         renewed = pki.issue()
         # half-written: the new certificate with the old key. Refused, the old one stays.
         pki.cert_file.write_text(renewed.cert)
-        with caplog.at_level(logging.WARNING, logger="memorystore.service.tls"):
+        with caplog.at_level(logging.WARNING, logger="memorystore.service.ops.tls"):
             deadline = time.monotonic() + 5
             while "keeping the current TLS certificate" not in caplog.text:
                 assert time.monotonic() < deadline, "the mismatched pair was not noticed"

@@ -19,9 +19,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from memorystore.config import SecretSource, ServiceLLM
-from memorystore.service.embedders import USEEmbedding
-from memorystore.service.judge import JUDGE_HEADER, listed
-from memorystore.service.runner import UvicornThread
+from memorystore.service.lifecycle.judge import JUDGE_HEADER, listed
+from memorystore.service.ops.runner import UvicornThread
+from memorystore.service.retrieval.embedders import USEEmbedding
 from memorystore_dev.bench.consistency import chat_completion
 
 # keyword in the new messages → facts the "model" extracts
@@ -32,7 +32,7 @@ SCRIPT: dict[str, list[str]] = {
     "shanghai": ["Lives in Shanghai"],
     "light mode": ["Prefers light mode for charts"],
 }
-# the judge of outdated memories (service/judge.py): a new fact holding the key makes an
+# the judge of outdated memories (service/lifecycle/judge.py): a new fact holding the key makes an
 # existing memory holding one of the values outdated — what a competent model would answer
 OUTDATES: dict[str, tuple[str, ...]] = {
     "shanghai": ("hangzhou", "west lake"),

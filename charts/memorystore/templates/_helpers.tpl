@@ -55,7 +55,7 @@ app.kubernetes.io/part-of: memorystore
 
 {{/*
 RBAC: exactly the API calls the operator makes, and nothing else.
-tests/unit/test_chart.py keeps the same rules as a literal, each with where it comes from.
+tests/unit/charts/test_chart.py keeps the same rules as a literal, each with where it comes from.
 
 In every watched namespace (a Role per namespace, or the ClusterRole when cluster-wide):
 - memorystores list, watch: kopf's watch of the handled resource (handlers.on_change) and

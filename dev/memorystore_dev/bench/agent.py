@@ -35,7 +35,7 @@ from memorystore.config import ClientConfig, ServiceEmbedder
 from memorystore.middleware.factory import MemoryMiddlewareFactory
 from memorystore.middleware.memory import HINT_HEADER
 from memorystore.scripted_model import ScriptedAgentModel
-from memorystore.service.runner import ServiceThread, embedded_config
+from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import OFFLINE_EMBEDDER_DIMS
 from memorystore_dev.bench.service import OBJECTS, WHEN, Stats, texts
 

@@ -42,7 +42,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def _config(data_dir: Path) -> Any:
-    from memorystore.service.runner import embedded_config
+    from memorystore.service.ops.runner import embedded_config
 
     key = data_dir.parent / "api-key"
     key.write_text("bench-backup-key-0123456789abcdef")
@@ -50,16 +50,16 @@ def _config(data_dir: Path) -> Any:
 
 
 def _engine(data_dir: Path) -> Any:
-    from memorystore.service.engine import MemoryEngine
+    from memorystore.service.engine.core import MemoryEngine
 
     return MemoryEngine(_config(data_dir))
 
 
 def fill(engine: Any, n: int) -> float:
     """N memories for 50 users, written as the service writes them (payload + history)."""
-    from memorystore.service.mem0_seam import memory_payload
-    from memorystore.service.reindex import INDEX_KEY
-    from memorystore.service.retrieval import index_texts
+    from memorystore.service.engine.mem0_seam import memory_payload
+    from memorystore.service.retrieval.indexing import index_texts
+    from memorystore.service.retrieval.reindex import INDEX_KEY
 
     started = time.perf_counter()
     pool_texts = texts(POOL, seed=7)
@@ -94,7 +94,7 @@ def fill(engine: Any, n: int) -> float:
 
 
 async def _answers(engine: Any) -> list[list[str]]:
-    from memorystore.service.engine import EntityIds
+    from memorystore.scope import EntityIds
 
     found = []
     for user in range(4):
@@ -105,7 +105,7 @@ async def _answers(engine: Any) -> list[list[str]]:
 
 
 async def _search_p50(engine: Any, until: asyncio.Event | None, count: int = 40) -> float:
-    from memorystore.service.engine import EntityIds
+    from memorystore.scope import EntityIds
 
     samples: list[float] = []
     i = 0
@@ -119,8 +119,8 @@ async def _search_p50(engine: Any, until: asyncio.Event | None, count: int = 40)
 
 async def _backup_while_serving(engine: Any, target: Path) -> dict[str, Any]:
     from memorystore.config import ServiceBackup
-    from memorystore.service import backup
-    from memorystore.service.engine import EntityIds
+    from memorystore.scope import EntityIds
+    from memorystore.service.portability import backup
 
     engine.cfg.backup = ServiceBackup(path=str(target))
     idle = await _search_p50(engine, None)
@@ -149,7 +149,7 @@ async def _backup_while_serving(engine: Any, target: Path) -> dict[str, Any]:
 
 
 def measure(n: int, root: Path) -> dict[str, Any]:
-    from memorystore.service import backup
+    from memorystore.service.portability import backup
 
     source_dir, copy_dir, target = root / "store", root / "copy", root / "backups"
     target.mkdir()

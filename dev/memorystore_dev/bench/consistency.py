@@ -20,7 +20,7 @@ the way the agent side writes them, and after each session asks its questions th
 
 The model is a STAND-IN (no provider is reachable here): an OpenAI-compatible server that
 answers mem0's extraction prompt with the facts the data labels for the turns it is sent,
-and the judge prompt (`service/judge.py`) by the labels too: a new fact outdates an existing
+and the judge prompt (`lifecycle/judge.py`) by the labels too: a new fact outdates an existing
 one with the same attribute and another value, or the same value said more fully, and is the
 same as one with the same value said as fully. The prompts, parsing and everything the
 service does with the answers run for real.
@@ -49,8 +49,8 @@ import httpx
 from fastapi import FastAPI, Request
 
 from memorystore.config import SecretSource, ServiceEmbedder, ServiceLLM
-from memorystore.service.judge import JUDGE_HEADER, listed
-from memorystore.service.runner import ServiceThread, UvicornThread, embedded_config
+from memorystore.service.lifecycle.judge import JUDGE_HEADER, listed
+from memorystore.service.ops.runner import ServiceThread, UvicornThread, embedded_config
 from memorystore.spec import ConsolidationSettings
 from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from memorystore.config import ServiceEmbedder
-from memorystore.service.runner import ServiceThread
+from memorystore.service.ops.runner import ServiceThread
 from memorystore.spec import LexicalTokenizer, RetrievalSettings
 from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments

@@ -12,7 +12,7 @@ multilingual data set (keyword search alone, no vectors):
   database matches what BM25 matches; ranked by `ts_rank`;
 - `trgm`: pg_trgm, ranked by `word_similarity(query, text)`;
 - `terms+trgm`: `fts-terms` and `trgm` fused by reciprocal rank (k = 60);
-- `sql-bm25`: what the PostgreSQL tier ships (`service/pg_store.py`): the engine's own BM25
+- `sql-bm25`: what the PostgreSQL tier ships (`service/stores/pgvector.py`): the engine's own BM25
   computed in SQL over a postings table of the engine's terms and weights;
 - `edge-bm25`: the embedded engine's BM25 (the baseline).
 """
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memorystore.service import lexical
+from memorystore.service.retrieval import lexical
 from memorystore.spec import LexicalTokenizer
 from memorystore_dev.bench.multilingual import GROUPS, DataSet, Scores, load, scores
 
@@ -50,11 +50,11 @@ def raw_query(text: str) -> str:
 
 SQL: dict[str, str] = {
     "fts-raw": (
-        "SELECT id FROM m WHERE owner = %(user)s AND raw @@ to_tsquery('simple', %(q)s) "
+        "SELECT id FROM m WHERE owner = %(user)s AND raw  to_tsquery('simple', %(q)s) "
         "ORDER BY ts_rank_cd(raw, to_tsquery('simple', %(q)s)) DESC, id LIMIT %(top)s"
     ),
     "fts-terms": (
-        "SELECT id FROM m WHERE owner = %(user)s AND terms @@ to_tsquery('simple', %(q)s) "
+        "SELECT id FROM m WHERE owner = %(user)s AND terms  to_tsquery('simple', %(q)s) "
         "ORDER BY ts_rank(terms, to_tsquery('simple', %(q)s)) DESC, id LIMIT %(top)s"
     ),
     "trgm": (
@@ -128,7 +128,7 @@ def store_rankings(store: Any, data: DataSet) -> list[list[str]]:
 
 
 def edge_rankings(root: Path, data: DataSet) -> list[list[str]]:
-    from memorystore.service.edge_store import EdgeVectorStore
+    from memorystore.service.stores.embedded import EdgeVectorStore
 
     store = EdgeVectorStore(
         collection_name="lexical", embedding_model_dims=2, path=str(root), keyword_search=True
@@ -140,8 +140,8 @@ def edge_rankings(root: Path, data: DataSet) -> list[list[str]]:
 
 
 def sql_bm25_rankings(dsn: str, data: DataSet) -> list[list[str]]:
-    from memorystore.service import pg
-    from memorystore.service.pg_store import PgVectorStore
+    from memorystore.service.state import postgres
+    from memorystore.service.stores.pgvector import PgVectorStore
 
     store = PgVectorStore(
         collection_name="lexical", embedding_model_dims=2, dsn=dsn, keyword_search=True
@@ -149,7 +149,7 @@ def sql_bm25_rankings(dsn: str, data: DataSet) -> list[list[str]]:
     try:
         return store_rankings(store, data)
     finally:
-        pg.shared(dsn, field="vectorStore.postgres").close()
+        postgres.shared(dsn, field="vectorStore.postgres").close()
 
 
 def measure(data: DataSet, server_factory: Callable[[], Any]) -> dict[str, dict[str, Scores]]:

@@ -70,7 +70,7 @@ def _engine_config(config: Path, data_dir: Path) -> Any:
 
 def _fill(config: Path, data_dir: Path, memories: int) -> None:
     from memorystore.service.app import STATE_MIGRATIONS
-    from memorystore.service.engine import MemoryEngine
+    from memorystore.service.engine.core import MemoryEngine
 
     engine = MemoryEngine(_engine_config(config, data_dir))
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from memorystore.service.runner import wait_until_ready
+from memorystore.service.ops.runner import wait_until_ready
 
 SUBJECTS = ["I", "My sister", "Our team", "The manager", "My friend", "The client", "My son"]
 VERBS = ["visited", "bought", "prefers", "talked about", "planned", "cooked", "painted"]
@@ -153,7 +153,7 @@ async def _direct_phase(
     from mem0 import AsyncMemory
 
     from memorystore.config import ServiceConfig
-    from memorystore.service.engine import mem0_config
+    from memorystore.service.engine.core import mem0_config
 
     cfg = ServiceConfig.model_validate(_config(data_dir, embedder, 0, threads))
     memory = AsyncMemory(mem0_config(cfg))

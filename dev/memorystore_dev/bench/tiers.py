@@ -22,7 +22,7 @@ from memorystore.config import (
     ServiceHistory,
     ServiceVectorStore,
 )
-from memorystore.service.runner import embedded_config
+from memorystore.service.ops.runner import embedded_config
 from memorystore_dev.postgres import PostgresServer, dsn_file
 
 TIERS = ("embedded", "postgres")

@@ -1,0 +1,553 @@
+"""Every use of mem0's internals, so that a mem0 upgrade breaks here or nowhere.
+
+`tests/unit/service/engine/test_mem0_seam.py` checks each item below against the installed
+mem0; after an upgrade, its failures name what to change. Touched, and why:
+
+- `EmbedderFactory.provider_to_class`, `VectorStoreFactory.provider_to_class`: mem0 has no
+  registration call for embedders or stores, and these dicts of dotted class paths are what
+  its factories read (register_providers).
+- `LlmFactory.register_provider`: mem0 builds an LLM even when extraction is off (NoLLM).
+- `model_construct` on `EmbedderConfig`, `LlmConfig`, `VectorStoreConfig`, `MemoryConfig`: the
+  only way past mem0's provider whitelists; it skips field checks too, so a renamed field
+  would be dropped silently (the *_config builders).
+- `Qdrant._build_field_condition`: identity keys become literal matches, never mem0's `*`
+  wildcard or an operator (QdrantServerStore).
+- `Qdrant._create_filter`: every read of mem0's Qdrant store builds its filter there, so
+  the agent- or run-only confinement added there covers them all (QdrantServerStore).
+- `Qdrant._get_bm25_encoder` and its cache `_bm25_encoder`: mem0 encodes BM25 through them
+  with fastembed (a model download); OfflineBm25 takes its place.
+- `Qdrant._has_bm25_slot`: whether the collection has the `bm25` sparse vector
+  (QdrantServerStore.keyword_search).
+- `Qdrant.create_col`, run by the constructor: it creates a missing collection with one
+  keyword call `self.client.create_collection(...)`, and leaves an existing one as it is;
+  QdrantServerStore adds the shard number and replication factor to that call.
+- `SQLiteManager._lock` (mem0's history DB): mem0 writes the shared connection from worker
+  threads under it, so ours must hold it too (history_connection).
+- `AsyncMemory.db` and `SQLiteManager`'s methods (add_history, batch_add_history,
+  get_history, save_messages, get_last_messages, reset, close): with history.postgres,
+  use_history puts `pg_history.PgHistory`, which has the same methods, where mem0 calls them
+  (mem0 has no pluggable history: mem0 issues 3098, 3925).
+- `AsyncMemory._entity_store`: the entity-link store mem0 opens lazily; read without opening
+  one, to close it (opened_entity_store).
+- `AsyncMemory._create_memory`: create_memory writes the same payload and history row for a
+  raw write, only with our own vector and keyword text.
+- mem0's `history` table (`id, memory_id, old_memory, new_memory, event, created_at,
+  updated_at, is_deleted, actor_id, role`): restore_history writes an imported memory's rows
+  with their own ids and timestamps (mem0's add_history mints new ones), and
+  history_ids_in_use reads which of those ids are taken (service/portability/document.py).
+- mem0's result shape (`promoted_payload_keys`, `core_and_promoted_keys` in its formatting):
+  memory_item shapes fused-search results the same way.
+- the logger `mem0.utils.spacy_models`: silenced below.
+
+Relied on by `edge_store.EdgeVectorStore` (which implements the public `VectorStoreBase`):
+
+- mem0 puts the text to keyword-index in the payload key `text_lemmatized` (also read by
+  QdrantServerStore via mem0's insert, and written by create_memory).
+- mem0's `delete_all` reads `list()` as qdrant-client's `(points, next_offset)`.
+- `SQLiteManager.add_history(..., is_deleted=)` and `AsyncMemory.db`: retire_memory records a
+  retirement as the DELETE row mem0's own delete writes (history shows it like a delete).
+- `AsyncMemory.llm.generate_response(messages, response_format=)`: chat asks the configured
+  extraction model to judge outdated memories (service/lifecycle/judge.py) through mem0's provider.
+- mem0 opens its entity store through the same factory, on a copy of the store config whose
+  `collection_name` it rewrites (EdgeStoreConfig and ServerStoreConfig keep that field).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import sqlite3
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from mem0 import AsyncMemory
+from mem0.configs.base import MemoryConfig
+from mem0.embeddings.configs import EmbedderConfig
+from mem0.llms.base import LLMBase
+from mem0.llms.configs import LlmConfig
+from mem0.memory.storage import SQLiteManager
+from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
+from mem0.vector_stores.base import VectorStoreBase
+from mem0.vector_stores.configs import VectorStoreConfig
+from mem0.vector_stores.qdrant import Qdrant
+from pydantic import BaseModel
+from qdrant_client.models import (
+    FieldCondition,
+    Filter,
+    HasIdCondition,
+    IsEmptyCondition,
+    MatchValue,
+    PayloadField,
+    SparseVector,
+)
+
+from memorystore.scope import IDENTITY_KEYS, OWNER_KEY, confined_to_no_user
+from memorystore.service.retrieval import lexical
+from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
+from memorystore.service.stores.embedded import (
+    EdgeVectorStore,
+    dense_vector,
+    literal_id,
+    refuse_nested_identity,
+)
+from memorystore.spec import LexicalTokenizer
+
+# mem0 warns on first use that spaCy is missing. Its lemmatiser and entity boosts need
+# spaCy models that are not on PyPI (downloaded at run time), so they stay off by design.
+SPACY_LOGGER = "mem0.utils.spacy_models"
+logging.getLogger(SPACY_LOGGER).setLevel(logging.ERROR)
+
+EDGE_PROVIDER = "memorystore-edge"
+SERVER_PROVIDER = "memorystore-qdrant"
+PG_PROVIDER = "memorystore-postgres"
+PG_STORE_CLASS = "memorystore.service.stores.pgvector.PgVectorStore"
+NO_LLM_PROVIDER = "memorystore-none"
+OFFLINE_EMBEDDER_PROVIDERS = {name: f"memorystore-{name}" for name in OFFLINE_EMBEDDERS}
+
+# payload keys mem0 writes for every memory and keeps out of a result's `metadata`
+MEM0_PAYLOAD_KEYS = frozenset({"data", "hash", "created_at", "updated_at", "text_lemmatized"})
+# payload keys mem0 lifts to a result's top level
+PROMOTED_KEYS = ("user_id", "agent_id", "run_id", "actor_id", "role", "attributed_to")
+
+
+def _dotted(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class NoLLM(LLMBase):
+    """Stands in for 'no extraction model': the service never calls it (infer is forced off)."""
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+
+    def generate_response(self, messages: list[dict[str, str]], **_: Any) -> str:
+        raise RuntimeError("no extraction model is configured (llm is unset)")
+
+
+class OfflineBm25:
+    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download).
+
+    mem0 reads `.indices.tolist()` / `.values.tolist()` off each result, as from fastembed.
+    """
+
+    def __init__(self, tokenizer: LexicalTokenizer) -> None:
+        self.model = lexical.encoder(tokenizer)
+
+    def embed(self, texts: list[str]) -> Iterable[Any]:
+        for text in texts:
+            vector = self.model.embed_document(text)
+            yield SimpleNamespace(
+                indices=np.asarray(vector.indices), values=np.asarray(vector.values)
+            )
+
+
+class _CreatingWith:
+    """A Qdrant client whose `create_collection` adds `extra` keyword arguments; everything
+    else is the client's own."""
+
+    def __init__(self, client: Any, extra: dict[str, Any]) -> None:
+        self._client = client
+        self._extra = extra
+
+    def create_collection(self, *args: Any, **kwargs: Any) -> Any:
+        return self._client.create_collection(*args, **kwargs, **self._extra)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class QdrantServerStore(Qdrant):
+    """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
+
+    mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
+    encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
+    embedded store is used instead, so hybrid retrieval works the same on both.
+
+    `shard_number` and `replication_factor` (a managed Qdrant's spec.vectorStore.managed
+    shards and replicationFactor) are used when the collection is created; an existing
+    collection is left as it is. Unset: the server's defaults.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        tokenizer: str = LexicalTokenizer.MULTILINGUAL,
+        **kwargs: Any,
+    ) -> None:
+        self.tokenizer = LexicalTokenizer(tokenizer)
+        # set before mem0's constructor, which creates the collection
+        self.shard_number = shard_number
+        self.replication_factor = replication_factor
+        super().__init__(*args, **kwargs)
+
+    def create_col(self, vector_size: int, on_disk: bool, distance: Any = None) -> None:
+        layout = {
+            key: value
+            for key, value in (
+                ("shard_number", self.shard_number),
+                ("replication_factor", self.replication_factor),
+            )
+            if value is not None
+        }
+        extra = {} if distance is None else {"distance": distance}
+        if not layout:
+            super().create_col(vector_size, on_disk, **extra)
+            return
+        client = self.client
+        self.client = _CreatingWith(client, layout)
+        try:
+            super().create_col(vector_size, on_disk, **extra)
+        finally:
+            self.client = client
+
+    def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
+        if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
+            return FieldCondition(key=key, match=MatchValue(value=literal_id(key, value)))
+        return super()._build_field_condition(key, value)
+
+    def _create_filter(self, filters: dict[str, Any]) -> Filter | None:
+        """mem0's translation with the embedded store's identity rules (edge_store._create_filter).
+
+        mem0 recurses through this method for AND/OR/NOT items; identity keys were refused
+        there by the top-level call, so the confinement below applies to the top level only.
+        """
+        if filters:
+            refuse_nested_identity(filters)
+        built = super()._create_filter(filters)
+        if not filters or not confined_to_no_user(filters):
+            return built
+        empty = IsEmptyCondition(is_empty=PayloadField(key=OWNER_KEY))
+        return Filter(must=[empty] if built is None else [built, empty])
+
+    def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
+        hits = self.client.facet(self.collection_name, key=key, limit=limit, exact=True).hits
+        return {hit.value: hit.count for hit in hits}
+
+    def _get_bm25_encoder(self) -> Any:
+        if self._bm25_encoder is None:
+            self._bm25_encoder = OfflineBm25(self.tokenizer)
+        return self._bm25_encoder
+
+    def keyword_search(
+        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
+    ) -> list[Any] | None:
+        if not self._has_bm25_slot:
+            return None
+        terms = self._get_bm25_encoder().model.embed_query(query)
+        sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
+        hits = self.client.query_points(
+            collection_name=self.collection_name,
+            query=sparse,
+            using="bm25",
+            query_filter=self._create_filter(filters) if filters else None,
+            limit=top_k,
+        )
+        return hits.points
+
+    def cosine(
+        self, vectors: list[float], ids: list[str], filters: dict[str, Any] | None = None
+    ) -> dict[str, float]:
+        if not ids:
+            return {}
+        scope = self._create_filter(filters) if filters else None
+        only = Filter(must=[HasIdCondition(has_id=list(ids)), *([scope] if scope else [])])
+        hits = self.client.query_points(
+            collection_name=self.collection_name, query=vectors, query_filter=only, limit=len(ids)
+        )
+        return {str(hit.id): hit.score for hit in hits.points}
+
+    def reindex(
+        self, vector_id: str | int, payload: dict[str, Any], vector: list[float] | None = None
+    ) -> None:
+        """EdgeVectorStore.reindex on a server: mem0's insert re-encodes the BM25 terms."""
+        if vector is None:
+            points = self.client.retrieve(self.collection_name, ids=[vector_id], with_vectors=True)
+            if not points:
+                return
+            vector = dense_vector(points[0].vector)
+        self.insert(vectors=[vector], payloads=[payload], ids=[vector_id])
+
+    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
+        """EdgeVectorStore.points on a server: scroll the collection with vectors (backups)."""
+        offset: Any = None
+        while True:
+            records, offset = self.client.scroll(
+                self.collection_name,
+                limit=batch,
+                offset=offset,
+                with_payload=True,
+                with_vectors=True,
+            )
+            for record in records:
+                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+            if offset is None:
+                return
+
+    def count(self, filters: dict[str, Any] | None = None) -> int:
+        flt = self._create_filter(filters) if filters else None
+        return self.client.count(self.collection_name, count_filter=flt, exact=True).count
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class EdgeStoreConfig(BaseModel):
+    collection_name: str
+    embedding_model_dims: int
+    path: str
+    keyword_search: bool = False
+    tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
+
+
+class ServerStoreConfig(BaseModel):
+    collection_name: str
+    embedding_model_dims: int
+    url: str
+    api_key: str | None = None
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
+
+
+class PgStoreConfig(BaseModel):
+    collection_name: str
+    embedding_model_dims: int
+    dsn: str
+    field: str
+    pool_size: int
+    statement_timeout_seconds: float
+    connect_timeout_seconds: float
+    keyword_search: bool = False
+    tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
+    hnsw_ef_search: int = 100
+
+
+def register_providers() -> None:
+    """Make mem0's factories build our embedders, stores and NoLLM (idempotent)."""
+    for name, cls in OFFLINE_EMBEDDERS.items():
+        EmbedderFactory.provider_to_class[OFFLINE_EMBEDDER_PROVIDERS[name]] = _dotted(cls)
+    VectorStoreFactory.provider_to_class[EDGE_PROVIDER] = _dotted(EdgeVectorStore)
+    VectorStoreFactory.provider_to_class[SERVER_PROVIDER] = _dotted(QdrantServerStore)
+    VectorStoreFactory.provider_to_class[PG_PROVIDER] = PG_STORE_CLASS
+    LlmFactory.register_provider(NO_LLM_PROVIDER, _dotted(NoLLM))
+
+
+def embedder_config(provider: str, config: dict[str, Any]) -> EmbedderConfig:
+    """mem0's embedder config, built past its provider whitelist for our offline embedders."""
+    if provider in OFFLINE_EMBEDDER_PROVIDERS.values():
+        return EmbedderConfig.model_construct(provider=provider, config=config)
+    return EmbedderConfig(provider=provider, config=config)
+
+
+def llm_config(provider: str, config: dict[str, Any]) -> LlmConfig:
+    """mem0's LLM config, built past its provider whitelist for NoLLM."""
+    if provider == NO_LLM_PROVIDER:
+        return LlmConfig.model_construct(provider=provider, config=config)
+    return LlmConfig(provider=provider, config=config)
+
+
+def vector_store_config(
+    provider: str, config: EdgeStoreConfig | ServerStoreConfig | PgStoreConfig
+) -> VectorStoreConfig:
+    """mem0's vector-store config for one of our stores (its whitelist knows neither)."""
+    return VectorStoreConfig.model_construct(provider=provider, config=config)
+
+
+def memory_config(
+    vector_store: VectorStoreConfig,
+    llm: LlmConfig,
+    embedder: EmbedderConfig,
+    history_db_path: str,
+) -> MemoryConfig:
+    """mem0's whole config, with our providers registered so AsyncMemory can build it.
+
+    model_construct all the way down: pydantic re-runs the nested whitelist validators
+    otherwise. Every part was validated by our models or mem0's own.
+    """
+    register_providers()
+    return MemoryConfig.model_construct(
+        vector_store=vector_store, llm=llm, embedder=embedder, history_db_path=history_db_path
+    )
+
+
+@contextmanager
+def history_connection(memory: AsyncMemory) -> Iterator[sqlite3.Connection]:
+    """mem0's history connection, held under mem0's own lock for as long as it is used."""
+    db = memory.db
+    with db._lock:
+        yield db.connection
+
+
+def opened_entity_store(memory: AsyncMemory) -> VectorStoreBase | None:
+    """The entity-link store if mem0 has opened it (the public property would open one)."""
+    return memory._entity_store
+
+
+def memory_hash(text: str) -> str:
+    """The `hash` mem0 stores with a memory, and deduplicates by."""
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def memory_payload(
+    text: str, index_text: str, metadata: dict[str, Any], now: str
+) -> dict[str, Any]:
+    """The payload mem0's infer=False insert stores for a new memory, with our keyword text."""
+    return {
+        **metadata,
+        "data": text,
+        "hash": memory_hash(text),
+        "created_at": now,
+        "updated_at": now,
+        "text_lemmatized": index_text,
+    }
+
+
+async def create_memory(
+    memory: AsyncMemory,
+    memory_id: str,
+    vector: list[float],
+    text: str,
+    index_text: str,
+    metadata: dict[str, Any],
+) -> None:
+    """Write one memory as mem0's infer=False insert does (`_create_memory`), with our texts.
+
+    Same payload and history row; what differs is the vector (embedded from what we chose)
+    and the keyword text (`text_lemmatized`, which both our stores index).
+    """
+    now = datetime.now(UTC).isoformat()
+    payload = memory_payload(text, index_text, metadata, now)
+    await asyncio.to_thread(
+        memory.vector_store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
+    )
+    await asyncio.to_thread(
+        memory.db.add_history,
+        memory_id,
+        None,
+        text,
+        "ADD",
+        created_at=now,
+        updated_at=now,
+        actor_id=metadata.get("actor_id"),
+        role=metadata.get("role"),
+    )
+
+
+async def retire_memory(
+    memory: AsyncMemory, memory_id: str, text: str, fields: dict[str, Any], when: str
+) -> None:
+    """Mark a memory retired (payload patch: it stays, hidden by the service's filters) and
+    record it in mem0's history as a DELETE, the event its search and listing now match."""
+    await asyncio.to_thread(memory.vector_store.update, memory_id, None, fields)
+    await asyncio.to_thread(
+        memory.db.add_history,
+        memory_id,
+        text,
+        None,
+        "DELETE",
+        created_at=when,
+        updated_at=when,
+        is_deleted=1,
+    )
+
+
+HISTORY_COLUMNS = (
+    "id",
+    "memory_id",
+    "old_memory",
+    "new_memory",
+    "event",
+    "created_at",
+    "updated_at",
+    "is_deleted",
+    "actor_id",
+    "role",
+)
+
+
+def history_values(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """History rows as value tuples in HISTORY_COLUMNS order (is_deleted as 0/1)."""
+    return [
+        tuple(int(bool(row.get(c))) if c == "is_deleted" else row.get(c) for c in HISTORY_COLUMNS)
+        for row in rows
+    ]
+
+
+def history_ids_in_use(memory: AsyncMemory, ids: list[str]) -> dict[str, str]:
+    """Which of these history row ids exist already: row id → the memory it belongs to."""
+    if not isinstance(memory.db, SQLiteManager):  # the PostgreSQL history (pg_history.py)
+        return memory.db.ids_in_use(ids)
+    found: dict[str, str] = {}
+    with history_connection(memory) as connection:
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows = connection.execute(
+                f"SELECT id, memory_id FROM history WHERE id IN ({marks})", chunk
+            ).fetchall()
+            found.update({str(row_id): str(owner) for row_id, owner in rows})
+    return found
+
+
+def restore_history(memory: AsyncMemory, memory_id: str, rows: list[dict[str, Any]]) -> int:
+    """Make `memory_id`'s history exactly `rows` (ids and timestamps as given), in one
+    transaction: rows left by an earlier deletion of the same id are replaced, since the
+    imported memory is that memory as it was exported. Returns the rows written."""
+    if not isinstance(memory.db, SQLiteManager):
+        return memory.db.replace(memory_id, rows)
+    columns = ", ".join(HISTORY_COLUMNS)
+    marks = ", ".join("?" * len(HISTORY_COLUMNS))
+    values = history_values(rows)
+    with history_connection(memory) as connection:
+        connection.execute("BEGIN")
+        try:
+            connection.execute("DELETE FROM history WHERE memory_id = ?", (memory_id,))
+            connection.executemany(f"INSERT INTO history ({columns}) VALUES ({marks})", values)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    return len(values)
+
+
+def use_history(memory: AsyncMemory, history: Any) -> None:
+    """Put a history store with SQLiteManager's methods (pg_history.PgHistory) where mem0
+    calls them: `AsyncMemory.db`, after closing the SQLite one mem0 opened."""
+    memory.db.close()
+    memory.db = history
+
+
+def chat(memory: AsyncMemory, messages: list[dict[str, str]]) -> str:
+    """One JSON-mode call to the extraction model mem0 was configured with (its `llm`)."""
+    reply = memory.llm.generate_response(messages=messages, response_format={"type": "json_object"})
+    return reply if isinstance(reply, str) else str(reply or "")
+
+
+def memory_item(
+    memory_id: str, score: float | None, payload: dict[str, Any], hidden: Collection[str] = ()
+) -> dict[str, Any]:
+    """A search result shaped like mem0's; `hidden` payload keys stay out of `metadata` too."""
+    item: dict[str, Any] = {
+        "id": memory_id,
+        "memory": payload.get("data", ""),
+        "hash": payload.get("hash"),
+        "created_at": payload.get("created_at"),
+        "updated_at": payload.get("updated_at"),
+        "score": score,
+    }
+    item.update({key: payload[key] for key in PROMOTED_KEYS if key in payload})
+    extra = {
+        k: v
+        for k, v in payload.items()
+        if k not in MEM0_PAYLOAD_KEYS and k not in PROMOTED_KEYS and k not in hidden
+    }
+    if extra:
+        item["metadata"] = extra
+    return item

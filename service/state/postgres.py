@@ -1,0 +1,327 @@
+"""The service's PostgreSQL (history.postgres, vectorStore.postgres): pools, schema, locks.
+
+One `Database` per configured database and process. It holds two pools:
+
+- a blocking one for what runs in worker threads (mem0 calls its history and vector store
+  from threads, so those are synchronous);
+- an asyncio one for advisory locks, so a request waiting for a scope's lock holds no
+  thread (a handful of waiting threads would otherwise starve the embedder's).
+
+Every connection has a statement timeout and a connect timeout. Nothing here touches the
+database at construction: `migrate` (run at start-up, retried until it succeeds) creates and
+upgrades the schema, and until it has, `/readyz` says why. Error messages never carry the
+DSN's password (`describe`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from memorystore.config import ConfigError, PostgresConnection
+from memorystore.keyed_locks import KeyedLocks
+
+log = logging.getLogger("memorystore.service")
+
+# the one lock every migration runs under, across replicas (an arbitrary 64-bit constant)
+MIGRATION_LOCK = 0x6D656D6F72790001
+MIGRATIONS_TABLE = "memorystore_migrations"
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database cannot be used now; the message is safe to show (no secret in it)."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step. `version`s of a component rise by one; `sql` runs in one transaction."""
+
+    component: str
+    version: int
+    name: str
+    sql: str
+
+
+def lock_id(name: str) -> int:
+    """A stable signed 64-bit advisory-lock id for `name` (the same in every process)."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_name(key: Hashable) -> str:
+    """The process-independent name of an in-process lock key (EntityIds, tuples, strings).
+
+    Python's `hash` differs per process, so keys are spelled out: a scope by its stable
+    `key()` (engine.EntityIds), tuples element by element, anything else by `repr`.
+    """
+    if isinstance(key, tuple):
+        return "(" + ",".join(lock_name(part) for part in key) + ")"
+    stable = getattr(key, "key", None)
+    if callable(stable):
+        return "scope:" + str(stable())
+    return repr(key)
+
+
+_PASSWORD_RE = re.compile(r"(password\s*=\s*)(\S+)", re.IGNORECASE)
+
+
+def describe(exc: BaseException, dsn: str | None = None) -> str:
+    """A one-line reason for a database error, with the password taken out."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if dsn:
+        password = conninfo_to_dict(dsn).get("password")
+        if password:
+            text = text.replace(str(password), "***")
+    return _PASSWORD_RE.sub(r"\1***", text)
+
+
+class Database:
+    """Pools and schema of one PostgreSQL database, opened lazily and shared by threads.
+
+    One per database and process: `shared` hands out the same one to the history, the
+    vector store (mem0 builds it from a plain config) and the locks."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        field: str,
+        pool_size: int = 10,
+        statement_timeout_seconds: float = 10.0,
+        connect_timeout_seconds: float = 5.0,
+        application_name: str = "memorystore",
+    ) -> None:
+        self._dsn = dsn
+        try:
+            conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError:
+            # the parser's message can quote the DSN, password included: never show it
+            raise ConfigError(f"{field}.dsn: not a PostgreSQL connection string") from None
+        self.field = field
+        timeout_ms = int(statement_timeout_seconds * 1000)
+        self._conninfo = make_conninfo(
+            dsn,
+            application_name=application_name,
+            connect_timeout=max(1, round(connect_timeout_seconds)),
+            options=f"-c statement_timeout={timeout_ms}",
+        )
+        self.statement_timeout_ms = timeout_ms
+        self._connect_timeout = connect_timeout_seconds
+        # a request waits this long for a pooled connection (all busy, or none can open)
+        self._wait = max(10.0, 2 * connect_timeout_seconds)
+        common: dict[str, Any] = {
+            "max_size": pool_size,
+            "open": False,
+            "timeout": self._wait,
+            "kwargs": {"autocommit": True},
+        }
+        check = ConnectionPool.check_connection
+        self.pool = ConnectionPool(
+            self._conninfo, min_size=1, check=check, name=f"{field}-sync", **common
+        )
+        check_async = AsyncConnectionPool.check_connection
+        self.lock_pool = AsyncConnectionPool(
+            self._conninfo, min_size=0, check=check_async, name=f"{field}-locks", **common
+        )
+        self._opened = False
+        self._lock_pool_opened = False
+
+    def describe(self, exc: BaseException) -> str:
+        return describe(exc, self._dsn)
+
+    def open(self) -> None:
+        """Start the pools (their connections open in the background, retrying)."""
+        if not self._opened:
+            self.pool.open(wait=False)
+            self._opened = True
+
+    async def open_async(self) -> None:
+        """Start both pools, once (every advisory lock calls this)."""
+        self.open()
+        if not self._lock_pool_opened:
+            await self.lock_pool.open(wait=False)
+            self._lock_pool_opened = True
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled autocommit connection; errors become DatabaseUnavailable when the
+        database itself is the problem (unreachable, shut down, wrong password)."""
+        self.open()
+        try:
+            with self.pool.connection(timeout=timeout) as connection:
+                yield connection
+        except PoolTimeout:  # an OperationalError too: no reason in it
+            raise DatabaseUnavailable(f"{self.field}: {self._why_no_connection()}") from None
+        except psycopg.errors.QueryCanceled as exc:  # an OperationalError too
+            raise DatabaseUnavailable(
+                f"{self.field}: a statement ran longer than the statement timeout "
+                f"({self.statement_timeout_ms} ms): {self.describe(exc)}"
+            ) from None
+        except psycopg.OperationalError as exc:  # unreachable, shut down, refused login
+            raise DatabaseUnavailable(f"{self.field}: {self.describe(exc)}") from None
+
+    def _why_no_connection(self) -> str:
+        """The pool gives no reason when it cannot connect: open one connection to learn it."""
+        try:
+            psycopg.connect(self._conninfo).close()
+        except psycopg.Error as exc:
+            return self.describe(exc)
+        return f"all {self.pool.max_size} pooled connections stayed busy for {self._wait:.0f} s"
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        with self.connection() as connection, connection.transaction():
+            yield connection
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
+        """One statement on a pooled connection; its rows (none for a command)."""
+        with self.connection() as connection:
+            cursor = connection.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def check(self) -> None:
+        """Raise DatabaseUnavailable unless the database answers now (readiness)."""
+        with self.connection(timeout=self._connect_timeout) as connection:
+            connection.execute("SELECT 1")
+
+    def migrate(self, migrations: Sequence[Migration]) -> list[str]:
+        """Apply what is missing, in order, each in its own transaction, under one advisory
+        lock: replicas starting together apply each step once, and a step is never half
+        applied. Returns the steps applied here."""
+        applied: list[str] = []
+        with self.connection() as connection:
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                connection.execute(
+                    f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+                    "component text NOT NULL, version integer NOT NULL, name text NOT NULL, "
+                    "applied_at timestamptz NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (component, version))"
+                )
+            for step in migrations:
+                with connection.transaction():
+                    connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                    done = connection.execute(
+                        f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE component = %s AND version = %s",
+                        (step.component, step.version),
+                    ).fetchone()
+                    if done:
+                        continue
+                    connection.execute(step.sql.encode())
+                    connection.execute(
+                        f"INSERT INTO {MIGRATIONS_TABLE} (component, version, name) "
+                        "VALUES (%s, %s, %s)",
+                        (step.component, step.version, step.name),
+                    )
+                    applied.append(f"{step.component} {step.version}: {step.name}")
+                    log.info("database migration applied: %s %d (%s)", *_step(step))
+        return applied
+
+    @asynccontextmanager
+    async def advisory(self, name: str) -> AsyncIterator[None]:
+        """Hold the session advisory lock `name` across replicas while the body runs.
+
+        On a connection of its own, released on exit; if this process dies, PostgreSQL
+        drops the connection and so the lock. Waiting holds a connection, not a thread."""
+        key = lock_id(name)
+        await self.open_async()
+        try:
+            async with self.lock_pool.connection() as connection:
+                await connection.execute("SELECT pg_advisory_lock(%s)", (key,))
+                try:
+                    yield
+                finally:
+                    try:
+                        await connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    except psycopg.Error:  # the connection broke: PostgreSQL dropped the lock
+                        log.warning("advisory lock %s: released by a lost connection", key)
+        except PoolTimeout:
+            why = await asyncio.to_thread(self._why_no_connection)
+            raise DatabaseUnavailable(f"{self.field}: {why}") from None
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(f"{self.field}: {self.describe(exc)}") from None
+
+    def close(self) -> None:
+        """Close the blocking pool and leave the registry (after `aclose` in a loop)."""
+        self.pool.close()
+        forget(self)
+
+    async def aclose(self) -> None:
+        """Close the lock pool (in the loop that used it), then the rest."""
+        await self.lock_pool.close()
+        self.close()
+
+
+_SHARED: dict[str, Database] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(dsn: str, **settings: Any) -> Database:
+    """This process's Database for `dsn` (created with `settings` on first use)."""
+    with _SHARED_LOCK:
+        database = _SHARED.get(dsn)
+        if database is None:
+            database = _SHARED[dsn] = Database(dsn, **settings)
+        return database
+
+
+def database_for(conn: PostgresConnection, field: str) -> Database:
+    """The shared Database of a configured connection, its DSN read from its secret now."""
+    secret = conn.dsn.resolve(f"{field}.dsn")
+    assert secret is not None  # a dsn is never optional
+    return shared(secret.get_secret_value(), **settings_of(conn, field))
+
+
+def settings_of(conn: PostgresConnection, field: str) -> dict[str, Any]:
+    """Database's keyword arguments for a configured connection (all but the DSN)."""
+    return {
+        "field": field,
+        "pool_size": conn.pool_size,
+        "statement_timeout_seconds": conn.statement_timeout_seconds,
+        "connect_timeout_seconds": conn.connect_timeout_seconds,
+    }
+
+
+def forget(database: Database) -> None:
+    """Drop a closed Database from the registry (the next `shared` opens a new one)."""
+    with _SHARED_LOCK:
+        for dsn, known in list(_SHARED.items()):
+            if known is database:
+                del _SHARED[dsn]
+
+
+def _step(step: Migration) -> tuple[str, int, str]:
+    return step.component, step.version, step.name
+
+
+class ReplicaLocks:
+    """`KeyedLocks` across replicas: the in-process lock first, then PostgreSQL's advisory
+    lock of the same key, so at most one connection per key and process waits.
+
+    `exclusive()` (a backup's pause) stays in-process: backups of a PostgreSQL store are the
+    database's own (see service/portability/backup.py)."""
+
+    def __init__(self, database: Database, namespace: str) -> None:
+        self._local = KeyedLocks()
+        self._database = database
+        self._namespace = namespace
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        name = f"{self._namespace}:{lock_name(key)}"
+        async with self._local.hold(key), self._database.advisory(name):
+            yield
+
+    def exclusive(self) -> AbstractAsyncContextManager[None]:
+        return self._local.exclusive()

