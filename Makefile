@@ -88,9 +88,11 @@ kind-e2e: install tools
 	KUBECONFIG=$(KIND_KUBECONFIG) $(BIN)/pytest tests/e2e; status=$$?; \
 	  kind delete cluster --name $(KIND_CLUSTER); rm -f $(KIND_KUBECONFIG); exit $$status
 
+# ruff, then mypy over the product as installed (strict on the seams: pyproject's [tool.mypy])
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m memorystore_dev.typecheck
 
 format: install
 	$(BIN)/ruff check --fix .
