@@ -1,22 +1,24 @@
 """Packing recalled memories into a token budget: shared by the service and the middleware.
 
-Token counts are an offline estimate (no tokenizer download): one token per CJK
-character, and about one per four characters of other words, rounded up, plus one per
-punctuation mark. It is meant to err high, so a budget acts as an upper bound; it has not
-been compared with a real tokenizer here (none is installable without a download).
+Token counts are an offline estimate (no tokenizer download): one token per CJK character
+(`rules.scripts.TOKEN_PER_CHARACTER`: Han, kana, Hangul), and about one per four characters
+of other words, rounded up, plus one per punctuation mark. It is meant to err high, so a
+budget acts as an upper bound; it has not been compared with a real tokenizer here (none is
+installable without a download).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memorystore.rules.dedup import same_fact
+from memorystore.rules.scripts import TOKEN_PER_CHARACTER
 
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\s{_CJK}\W]+|[^\s\w]", re.UNICODE)
+_TOKEN = re.compile(rf"[{TOKEN_PER_CHARACTER}]|[^\s{TOKEN_PER_CHARACTER}\W]+|[^\s\w]", re.UNICODE)
 ELLIPSIS = "…"
 
 
@@ -38,14 +40,14 @@ def clip(text: str, max_chars: int) -> str:
 @dataclass
 class Packed:
     context: str
-    memories: list[dict[str, Any]] = field(default_factory=list)
+    memories: list[Mapping[str, Any]] = field(default_factory=list)
     tokens: int = 0
     dropped: int = 0  # memories found that did not fit the budget
     repeats: int = 0  # memories left out because they say what a packed one says
 
 
 def pack(
-    memories: list[dict[str, Any]],
+    memories: Sequence[Mapping[str, Any]],
     token_budget: int,
     max_memory_chars: int,
 ) -> Packed:

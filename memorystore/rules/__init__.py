@@ -1,2 +1,3 @@
 """Offline text rules shared by the service and the agent side (no mem0): scripts, sentences,
-de-duplication and supersession."""
+the user's statements, de-duplication and supersession, with their word lists as data files
+(`lexicons/`)."""

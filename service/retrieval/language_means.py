@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from memorystore.rules.scripts import HAN
+
 HERE = Path(__file__).parent
 CORPUS = HERE / "calibration.json"
 MEANS = HERE / "language_means.json"
@@ -35,7 +37,7 @@ LANGUAGES = ("zh", "en")
 REGENERATE_COMMAND = (
     "PYTHONSAFEPATH=1 .venv/bin/python -m memorystore.service.retrieval.language_means --write"
 )
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
+_HAN = re.compile(f"[{HAN}]")
 
 
 def language(text: str) -> str:

@@ -42,3 +42,10 @@ def test_best_first_and_zero_budget_injects_nothing():
 def test_clip_marks_the_cut():
     assert clip("x" * 50, 10) == "x" * 9 + ELLIPSIS
     assert clip("  a \n b  ", 10) == "a b"
+
+
+def test_token_estimate_counts_kana_and_hangul_per_character_too():
+    # one token per character of `rules.scripts.TOKEN_PER_CHARACTER`, any plane
+    assert estimate_tokens("こんにちは") == 5
+    assert estimate_tokens("안녕하세요") == 5
+    assert estimate_tokens("我用Python画图") == 2 + 2 + 2  # 我用, ceil(6 / 4), 画图

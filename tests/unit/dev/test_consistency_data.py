@@ -18,6 +18,7 @@ from functools import cache
 from itertools import pairwise
 from typing import Any
 
+from memorystore.rules import scripts
 from support.paths import REPO
 
 DATA_PATH = REPO / "dev/memorystore_dev/bench/consistency_data.json"
@@ -57,7 +58,7 @@ QUESTION_KEYS = {"query", "key", "current", "stale"}
 
 USER_ID = re.compile(r"^(en|zh)-\d{2}$")
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
-HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+HAN = re.compile(f"[{scripts.HAN}]")
 
 
 @cache

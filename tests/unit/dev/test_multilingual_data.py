@@ -13,6 +13,7 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
+from memorystore.rules import scripts
 from support.paths import REPO
 
 DATA_PATH = REPO / "dev/memorystore_dev/bench/multilingual_data.json"
@@ -34,7 +35,7 @@ MIN_PER_GROUP = 50
 MIN_PER_LANG_PER_USER = 8
 MIN_CJK_SHARE = 0.6
 
-CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CJK = re.compile(f"[{scripts.HAN}]")
 LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 
 

@@ -1,4 +1,5 @@
-"""What session consolidation keeps of a session without a model: the user's own statements."""
+"""What a session keeps of the user's words without a model: their own statements
+(`rules/statements.py`, used by session consolidation)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memorystore.service.lifecycle.consolidation import statements
+from memorystore.rules.statements import statements
 
 
 def said(*texts: str, role: str = "user") -> list[dict]:

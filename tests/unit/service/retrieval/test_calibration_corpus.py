@@ -14,6 +14,7 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
+from memorystore.rules import scripts
 from support.paths import REPO
 
 ROOT = REPO
@@ -29,7 +30,7 @@ ENGLISH_WORDS = (4, 30)
 CHAR_RUN = 8
 WORD_RUN = 5
 
-CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CJK = re.compile(f"[{scripts.HAN}]")
 LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
