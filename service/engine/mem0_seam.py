@@ -10,23 +10,13 @@ mem0; after an upgrade, its failures name what to change. Touched, and why:
 - `model_construct` on `EmbedderConfig`, `LlmConfig`, `VectorStoreConfig`, `MemoryConfig`: the
   only way past mem0's provider whitelists; it skips field checks too, so a renamed field
   would be dropped silently (the *_config builders).
-- `Qdrant._build_field_condition`: identity keys become literal matches, never mem0's `*`
-  wildcard or an operator (QdrantServerStore).
-- `Qdrant._create_filter`: every read of mem0's Qdrant store builds its filter there, so
-  the agent- or run-only confinement added there covers them all (QdrantServerStore).
-- `Qdrant._get_bm25_encoder` and its cache `_bm25_encoder`: mem0 encodes BM25 through them
-  with fastembed (a model download); OfflineBm25 takes its place.
-- `Qdrant._has_bm25_slot`: whether the collection has the `bm25` sparse vector
-  (QdrantServerStore.keyword_search).
-- `Qdrant.create_col`, run by the constructor: it creates a missing collection with one
-  keyword call `self.client.create_collection(...)`, and leaves an existing one as it is;
-  QdrantServerStore adds the shard number and replication factor to that call.
 - `SQLiteManager._lock` (mem0's history DB): mem0 writes the shared connection from worker
   threads under it, so ours must hold it too (history_connection).
 - `AsyncMemory.db` and `SQLiteManager`'s methods (add_history, batch_add_history,
   get_history, save_messages, get_last_messages, reset, close): with history.postgres,
   use_history puts `pg_history.PgHistory`, which has the same methods, where mem0 calls them
-  (mem0 has no pluggable history: mem0 issues 3098, 3925).
+  (mem0 has no pluggable history: mem0 issues 3098, 3925). The engine reads and closes the
+  history only through history_rows and close_history.
 - `AsyncMemory._entity_store`: the entity-link store mem0 opens lazily; read without opening
   one, to close it (opened_entity_store).
 - `AsyncMemory._create_memory`: create_memory writes the same payload and history row for a
@@ -39,8 +29,30 @@ mem0; after an upgrade, its failures name what to change. Touched, and why:
   memory_item shapes fused-search results the same way.
 - the logger `mem0.utils.spacy_models`: silenced below.
 
-Relied on by `edge_store.EdgeVectorStore` (which implements the public `VectorStoreBase`):
+The second and only other place that touches mem0's internals is
+`service/stores/qdrant_server.py`: QdrantServerStore subclasses mem0's `Qdrant` store and
+overrides its private methods. Its touches are listed here too, and checked by the same test:
 
+- `Qdrant._build_field_condition`: identity keys become literal matches, never mem0's `*`
+  wildcard or an operator (QdrantServerStore).
+- `Qdrant._create_filter`: every read of mem0's Qdrant store builds its filter there, so
+  the agent- or run-only confinement added there covers them all (QdrantServerStore).
+- `Qdrant._get_bm25_encoder` and its cache `_bm25_encoder`: mem0 encodes BM25 through them
+  with fastembed (a model download); OfflineBm25 takes its place.
+- `Qdrant._has_bm25_slot`: whether the collection has the `bm25` sparse vector
+  (QdrantServerStore.keyword_search).
+- `Qdrant.create_col`, run by the constructor: it creates a missing collection with one
+  keyword call `self.client.create_collection(...)`, and leaves an existing one as it is;
+  QdrantServerStore adds the shard number and replication factor to that call.
+- `Qdrant`'s attributes `client`, `collection_name`, `embedding_model_dims`, `on_disk`, set
+  by its constructor and read by QdrantServerStore.
+
+Relied on by the stores (`stores/protocol.VectorStore`, the calls mem0 makes on its
+`VectorStoreBase` and the service's own), which mem0 builds through its factory:
+
+- mem0 calls a store's methods and requires no base class: the embedded and PostgreSQL
+  stores do not derive from `VectorStoreBase` (its only other use, a warning when a store's
+  `keyword_search` is the base's own, does not apply to them).
 - mem0 puts the text to keyword-index in the payload key `text_lemmatized` (also read by
   QdrantServerStore via mem0's insert, and written by create_memory).
 - mem0's `delete_all` reads `list()` as qdrant-client's `(points, next_offset)`.
@@ -49,7 +61,10 @@ Relied on by `edge_store.EdgeVectorStore` (which implements the public `VectorSt
 - `AsyncMemory.llm.generate_response(messages, response_format=)`: chat asks the configured
   extraction model to judge outdated memories (service/lifecycle/judge.py) through mem0's provider.
 - mem0 opens its entity store through the same factory, on a copy of the store config whose
-  `collection_name` it rewrites (EdgeStoreConfig and ServerStoreConfig keep that field).
+  `collection_name` it rewrites (EdgeStoreConfig and ServerStoreConfig keep that field); the
+  copy is a deepcopy, which shares PgStoreConfig's Database (`Database.__deepcopy__`).
+- mem0's factory passes a store config as `config.model_dump()`, which hands PgStoreConfig's
+  Database over as the object itself.
 """
 
 from __future__ import annotations
@@ -58,13 +73,11 @@ import asyncio
 import hashlib
 import logging
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
-import numpy as np
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
 from mem0.embeddings.configs import EmbedderConfig
@@ -72,30 +85,52 @@ from mem0.llms.base import LLMBase
 from mem0.llms.configs import LlmConfig
 from mem0.memory.storage import SQLiteManager
 from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
-from mem0.vector_stores.base import VectorStoreBase
 from mem0.vector_stores.configs import VectorStoreConfig
-from mem0.vector_stores.qdrant import Qdrant
-from pydantic import BaseModel
-from qdrant_client.models import (
-    FieldCondition,
-    Filter,
-    HasIdCondition,
-    IsEmptyCondition,
-    MatchValue,
-    PayloadField,
-    SparseVector,
-)
+from pydantic import BaseModel, ConfigDict
 
-from memorystore.scope import IDENTITY_KEYS, OWNER_KEY, confined_to_no_user
-from memorystore.service.retrieval import lexical
+from memorystore.service.engine.results import MemoryItem
 from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
-from memorystore.service.stores.embedded import (
-    EdgeVectorStore,
-    dense_vector,
-    literal_id,
-    refuse_nested_identity,
-)
+from memorystore.service.state.postgres import Database
+from memorystore.service.stores.embedded import EdgeVectorStore
+from memorystore.service.stores.pgvector.store import PgVectorStore
+from memorystore.service.stores.protocol import VectorStore
+from memorystore.service.stores.qdrant_server import QdrantServerStore
 from memorystore.spec import LexicalTokenizer
+
+__all__ = [
+    "EDGE_PROVIDER",
+    "HISTORY_COLUMNS",
+    "MEM0_PAYLOAD_KEYS",
+    "NO_LLM_PROVIDER",
+    "OFFLINE_EMBEDDER_PROVIDERS",
+    "PG_PROVIDER",
+    "PROMOTED_KEYS",
+    "SERVER_PROVIDER",
+    "SPACY_LOGGER",
+    "EdgeStoreConfig",
+    "NoLLM",
+    "PgStoreConfig",
+    "ServerStoreConfig",
+    "chat",
+    "close_history",
+    "create_memory",
+    "embedder_config",
+    "history_connection",
+    "history_ids_in_use",
+    "history_rows",
+    "history_values",
+    "llm_config",
+    "memory_config",
+    "memory_hash",
+    "memory_item",
+    "memory_payload",
+    "opened_entity_store",
+    "register_providers",
+    "restore_history",
+    "retire_memory",
+    "use_history",
+    "vector_store_config",
+]
 
 # mem0 warns on first use that spaCy is missing. Its lemmatiser and entity boosts need
 # spaCy models that are not on PyPI (downloaded at run time), so they stay off by design.
@@ -105,7 +140,6 @@ logging.getLogger(SPACY_LOGGER).setLevel(logging.ERROR)
 EDGE_PROVIDER = "memorystore-edge"
 SERVER_PROVIDER = "memorystore-qdrant"
 PG_PROVIDER = "memorystore-postgres"
-PG_STORE_CLASS = "memorystore.service.stores.pgvector.PgVectorStore"
 NO_LLM_PROVIDER = "memorystore-none"
 OFFLINE_EMBEDDER_PROVIDERS = {name: f"memorystore-{name}" for name in OFFLINE_EMBEDDERS}
 
@@ -119,6 +153,7 @@ def _dotted(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+# mem0 ships no type information: its LLMBase is Any to mypy
 class NoLLM(LLMBase):
     """Stands in for 'no extraction model': the service never calls it (infer is forced off)."""
 
@@ -127,175 +162,6 @@ class NoLLM(LLMBase):
 
     def generate_response(self, messages: list[dict[str, str]], **_: Any) -> str:
         raise RuntimeError("no extraction model is configured (llm is unset)")
-
-
-class OfflineBm25:
-    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download).
-
-    mem0 reads `.indices.tolist()` / `.values.tolist()` off each result, as from fastembed.
-    """
-
-    def __init__(self, tokenizer: LexicalTokenizer) -> None:
-        self.model = lexical.encoder(tokenizer)
-
-    def embed(self, texts: list[str]) -> Iterable[Any]:
-        for text in texts:
-            vector = self.model.embed_document(text)
-            yield SimpleNamespace(
-                indices=np.asarray(vector.indices), values=np.asarray(vector.values)
-            )
-
-
-class _CreatingWith:
-    """A Qdrant client whose `create_collection` adds `extra` keyword arguments; everything
-    else is the client's own."""
-
-    def __init__(self, client: Any, extra: dict[str, Any]) -> None:
-        self._client = client
-        self._extra = extra
-
-    def create_collection(self, *args: Any, **kwargs: Any) -> Any:
-        return self._client.create_collection(*args, **kwargs, **self._extra)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
-class QdrantServerStore(Qdrant):
-    """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
-
-    mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
-    encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
-    embedded store is used instead, so hybrid retrieval works the same on both.
-
-    `shard_number` and `replication_factor` (a managed Qdrant's spec.vectorStore.managed
-    shards and replicationFactor) are used when the collection is created; an existing
-    collection is left as it is. Unset: the server's defaults.
-    """
-
-    def __init__(
-        self,
-        *args: Any,
-        shard_number: int | None = None,
-        replication_factor: int | None = None,
-        tokenizer: str = LexicalTokenizer.MULTILINGUAL,
-        **kwargs: Any,
-    ) -> None:
-        self.tokenizer = LexicalTokenizer(tokenizer)
-        # set before mem0's constructor, which creates the collection
-        self.shard_number = shard_number
-        self.replication_factor = replication_factor
-        super().__init__(*args, **kwargs)
-
-    def create_col(self, vector_size: int, on_disk: bool, distance: Any = None) -> None:
-        layout = {
-            key: value
-            for key, value in (
-                ("shard_number", self.shard_number),
-                ("replication_factor", self.replication_factor),
-            )
-            if value is not None
-        }
-        extra = {} if distance is None else {"distance": distance}
-        if not layout:
-            super().create_col(vector_size, on_disk, **extra)
-            return
-        client = self.client
-        self.client = _CreatingWith(client, layout)
-        try:
-            super().create_col(vector_size, on_disk, **extra)
-        finally:
-            self.client = client
-
-    def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
-        if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
-            return FieldCondition(key=key, match=MatchValue(value=literal_id(key, value)))
-        return super()._build_field_condition(key, value)
-
-    def _create_filter(self, filters: dict[str, Any]) -> Filter | None:
-        """mem0's translation with the embedded store's identity rules (edge_store._create_filter).
-
-        mem0 recurses through this method for AND/OR/NOT items; identity keys were refused
-        there by the top-level call, so the confinement below applies to the top level only.
-        """
-        if filters:
-            refuse_nested_identity(filters)
-        built = super()._create_filter(filters)
-        if not filters or not confined_to_no_user(filters):
-            return built
-        empty = IsEmptyCondition(is_empty=PayloadField(key=OWNER_KEY))
-        return Filter(must=[empty] if built is None else [built, empty])
-
-    def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
-        hits = self.client.facet(self.collection_name, key=key, limit=limit, exact=True).hits
-        return {hit.value: hit.count for hit in hits}
-
-    def _get_bm25_encoder(self) -> Any:
-        if self._bm25_encoder is None:
-            self._bm25_encoder = OfflineBm25(self.tokenizer)
-        return self._bm25_encoder
-
-    def keyword_search(
-        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
-    ) -> list[Any] | None:
-        if not self._has_bm25_slot:
-            return None
-        terms = self._get_bm25_encoder().model.embed_query(query)
-        sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
-        hits = self.client.query_points(
-            collection_name=self.collection_name,
-            query=sparse,
-            using="bm25",
-            query_filter=self._create_filter(filters) if filters else None,
-            limit=top_k,
-        )
-        return hits.points
-
-    def cosine(
-        self, vectors: list[float], ids: list[str], filters: dict[str, Any] | None = None
-    ) -> dict[str, float]:
-        if not ids:
-            return {}
-        scope = self._create_filter(filters) if filters else None
-        only = Filter(must=[HasIdCondition(has_id=list(ids)), *([scope] if scope else [])])
-        hits = self.client.query_points(
-            collection_name=self.collection_name, query=vectors, query_filter=only, limit=len(ids)
-        )
-        return {str(hit.id): hit.score for hit in hits.points}
-
-    def reindex(
-        self, vector_id: str | int, payload: dict[str, Any], vector: list[float] | None = None
-    ) -> None:
-        """EdgeVectorStore.reindex on a server: mem0's insert re-encodes the BM25 terms."""
-        if vector is None:
-            points = self.client.retrieve(self.collection_name, ids=[vector_id], with_vectors=True)
-            if not points:
-                return
-            vector = dense_vector(points[0].vector)
-        self.insert(vectors=[vector], payloads=[payload], ids=[vector_id])
-
-    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
-        """EdgeVectorStore.points on a server: scroll the collection with vectors (backups)."""
-        offset: Any = None
-        while True:
-            records, offset = self.client.scroll(
-                self.collection_name,
-                limit=batch,
-                offset=offset,
-                with_payload=True,
-                with_vectors=True,
-            )
-            for record in records:
-                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
-            if offset is None:
-                return
-
-    def count(self, filters: dict[str, Any] | None = None) -> int:
-        flt = self._create_filter(filters) if filters else None
-        return self.client.count(self.collection_name, count_filter=flt, exact=True).count
-
-    def close(self) -> None:
-        self.client.close()
 
 
 class EdgeStoreConfig(BaseModel):
@@ -317,13 +183,13 @@ class ServerStoreConfig(BaseModel):
 
 
 class PgStoreConfig(BaseModel):
+    """PgVectorStore's arguments; `database` is the engine's (mem0's factory passes it on)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     collection_name: str
     embedding_model_dims: int
-    dsn: str
-    field: str
-    pool_size: int
-    statement_timeout_seconds: float
-    connect_timeout_seconds: float
+    database: Database
     keyword_search: bool = False
     tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
     hnsw_ef_search: int = 100
@@ -335,7 +201,7 @@ def register_providers() -> None:
         EmbedderFactory.provider_to_class[OFFLINE_EMBEDDER_PROVIDERS[name]] = _dotted(cls)
     VectorStoreFactory.provider_to_class[EDGE_PROVIDER] = _dotted(EdgeVectorStore)
     VectorStoreFactory.provider_to_class[SERVER_PROVIDER] = _dotted(QdrantServerStore)
-    VectorStoreFactory.provider_to_class[PG_PROVIDER] = PG_STORE_CLASS
+    VectorStoreFactory.provider_to_class[PG_PROVIDER] = _dotted(PgVectorStore)
     LlmFactory.register_provider(NO_LLM_PROVIDER, _dotted(NoLLM))
 
 
@@ -385,9 +251,9 @@ def history_connection(memory: AsyncMemory) -> Iterator[sqlite3.Connection]:
         yield db.connection
 
 
-def opened_entity_store(memory: AsyncMemory) -> VectorStoreBase | None:
+def opened_entity_store(memory: AsyncMemory) -> VectorStore | None:
     """The entity-link store if mem0 has opened it (the public property would open one)."""
-    return memory._entity_store
+    return cast(VectorStore | None, memory._entity_store)
 
 
 def memory_hash(text: str) -> str:
@@ -483,7 +349,8 @@ def history_values(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def history_ids_in_use(memory: AsyncMemory, ids: list[str]) -> dict[str, str]:
     """Which of these history row ids exist already: row id → the memory it belongs to."""
     if not isinstance(memory.db, SQLiteManager):  # the PostgreSQL history (pg_history.py)
-        return memory.db.ids_in_use(ids)
+        taken: dict[str, str] = memory.db.ids_in_use(ids)
+        return taken
     found: dict[str, str] = {}
     with history_connection(memory) as connection:
         for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
@@ -501,7 +368,8 @@ def restore_history(memory: AsyncMemory, memory_id: str, rows: list[dict[str, An
     transaction: rows left by an earlier deletion of the same id are replaced, since the
     imported memory is that memory as it was exported. Returns the rows written."""
     if not isinstance(memory.db, SQLiteManager):
-        return memory.db.replace(memory_id, rows)
+        written: int = memory.db.replace(memory_id, rows)
+        return written
     columns = ", ".join(HISTORY_COLUMNS)
     marks = ", ".join("?" * len(HISTORY_COLUMNS))
     values = history_values(rows)
@@ -524,6 +392,17 @@ def use_history(memory: AsyncMemory, history: Any) -> None:
     memory.db = history
 
 
+def history_rows(memory: AsyncMemory, memory_id: str) -> list[dict[str, Any]]:
+    """A memory's history rows, as mem0 keeps them (SQLite, or PgHistory)."""
+    rows: list[dict[str, Any]] = memory.db.get_history(memory_id)
+    return rows
+
+
+def close_history(memory: AsyncMemory) -> None:
+    """Close mem0's history store (PgHistory leaves the Database to its owner)."""
+    memory.db.close()
+
+
 def chat(memory: AsyncMemory, messages: list[dict[str, str]]) -> str:
     """One JSON-mode call to the extraction model mem0 was configured with (its `llm`)."""
     reply = memory.llm.generate_response(messages=messages, response_format={"type": "json_object"})
@@ -532,7 +411,7 @@ def chat(memory: AsyncMemory, messages: list[dict[str, str]]) -> str:
 
 def memory_item(
     memory_id: str, score: float | None, payload: dict[str, Any], hidden: Collection[str] = ()
-) -> dict[str, Any]:
+) -> MemoryItem:
     """A search result shaped like mem0's; `hidden` payload keys stay out of `metadata` too."""
     item: dict[str, Any] = {
         "id": memory_id,
@@ -550,4 +429,4 @@ def memory_item(
     }
     if extra:
         item["metadata"] = extra
-    return item
+    return cast(MemoryItem, item)

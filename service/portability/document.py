@@ -52,20 +52,20 @@ from memorystore.service.api.schemas import (
     ExportedMemory,
     check_metadata,
 )
-from memorystore.service.engine.core import (
+from memorystore.service.engine.core import MemoryEngine
+from memorystore.service.engine.mem0_seam import (
+    HISTORY_COLUMNS,
+    MEM0_PAYLOAD_KEYS,
+    PROMOTED_KEYS,
+    memory_hash,
+)
+from memorystore.service.lifecycle.retirement import (
     LIFECYCLE_KEY,
     REASON_KEY,
     RETIRED,
     RETIRED_AT_KEY,
     RETIRED_KEYS,
     SUCCESSOR_KEY,
-    MemoryEngine,
-)
-from memorystore.service.engine.mem0_seam import (
-    HISTORY_COLUMNS,
-    MEM0_PAYLOAD_KEYS,
-    PROMOTED_KEYS,
-    memory_hash,
 )
 from memorystore.service.retrieval.indexing import PREV_KEY, stored_index_texts
 from memorystore.service.retrieval.reindex import INDEX_KEY

@@ -17,6 +17,8 @@ from typing import Any
 from memorystore.service.engine.mem0_seam import HISTORY_COLUMNS, history_values
 from memorystore.service.state.postgres import Database, Migration
 
+__all__ = ["MIGRATIONS", "PgHistory"]
+
 MESSAGES_KEPT = 10  # mem0 keeps a session scope's last 10 messages (its save_messages)
 
 MIGRATIONS = [
@@ -153,7 +155,7 @@ class PgHistory:
             connection.execute("DELETE FROM memorystore_messages")
 
     def close(self) -> None:
-        """Nothing of its own to close: the engine closes the shared Database."""
+        """Nothing of its own to close: the Database is the engine's, which closes it."""
 
     # --- what the service adds (portability: import keeps row ids and timestamps) --------
 

@@ -1,6 +1,8 @@
 """The service's PostgreSQL (history.postgres, vectorStore.postgres): pools, schema, locks.
 
-One `Database` per configured database and process. It holds two pools:
+One `Database` per configured database, owned by the engine that opens it (`configured`):
+the engine hands it to what it builds (mem0's history, the vector store, the locks, the scope
+chain) and closes it. It holds two pools:
 
 - a blocking one for what runs in worker threads (mem0 calls its history and vector store
   from threads, so those are synchronous);
@@ -19,7 +21,6 @@ import asyncio
 import hashlib
 import logging
 import re
-import threading
 from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -29,8 +30,20 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from memorystore.config import ConfigError, PostgresConnection
+from memorystore.config import ConfigError, PostgresConnection, ServiceConfig
 from memorystore.keyed_locks import KeyedLocks
+
+__all__ = [
+    "MIGRATION_LOCK",
+    "Database",
+    "DatabaseUnavailable",
+    "Migration",
+    "ReplicaLocks",
+    "configured",
+    "describe",
+    "lock_id",
+    "lock_name",
+]
 
 log = logging.getLogger("memorystore.service")
 
@@ -89,8 +102,8 @@ def describe(exc: BaseException, dsn: str | None = None) -> str:
 class Database:
     """Pools and schema of one PostgreSQL database, opened lazily and shared by threads.
 
-    One per database and process: `shared` hands out the same one to the history, the
-    vector store (mem0 builds it from a plain config) and the locks."""
+    Its owner (the engine) opens one per configured database and hands the same object to
+    the history, the vector store and the locks; closing it is the owner's."""
 
     def __init__(
         self,
@@ -136,6 +149,20 @@ class Database:
         )
         self._opened = False
         self._lock_pool_opened = False
+
+    @classmethod
+    def configured(cls, conn: PostgresConnection, field: str) -> Database:
+        """The Database of a configured connection, its DSN read from its secret now."""
+        return cls(_dsn_of(conn, field), **_settings_of(conn, field))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Database:
+        """The same Database: it is a handle on pools, and a copied config that holds it
+        (mem0 copies its store config for the entity store) must share them."""
+        return self
+
+    @property
+    def dsn(self) -> str:
+        return self._dsn
 
     def describe(self, exc: BaseException) -> str:
         return describe(exc, self._dsn)
@@ -184,7 +211,9 @@ class Database:
         with self.connection() as connection, connection.transaction():
             yield connection
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
         """One statement on a pooled connection; its rows (none for a command)."""
         with self.connection() as connection:
             cursor = connection.execute(sql, params)
@@ -253,9 +282,8 @@ class Database:
             raise DatabaseUnavailable(f"{self.field}: {self.describe(exc)}") from None
 
     def close(self) -> None:
-        """Close the blocking pool and leave the registry (after `aclose` in a loop)."""
+        """Close the blocking pool (after `aclose` in a loop)."""
         self.pool.close()
-        forget(self)
 
     async def aclose(self) -> None:
         """Close the lock pool (in the loop that used it), then the rest."""
@@ -263,27 +291,30 @@ class Database:
         self.close()
 
 
-_SHARED: dict[str, Database] = {}
-_SHARED_LOCK = threading.Lock()
+def configured(cfg: ServiceConfig) -> tuple[Database | None, Database | None]:
+    """The Databases a service config names: history's and the vector store's (None where
+    the config names none), one object when both are the same database."""
+    history = (
+        Database.configured(cfg.history.postgres, "history.postgres")
+        if cfg.history.postgres is not None
+        else None
+    )
+    vectors = cfg.vector_store.postgres
+    if vectors is None:
+        return history, None
+    if vectors.database is None:  # the history's database (ServiceConfig requires one)
+        return history, history
+    field = "vectorStore.postgres.database"
+    if history is not None and _dsn_of(vectors.database, field) == history.dsn:
+        return history, history
+    return history, Database.configured(vectors.database, field)
 
 
-def shared(dsn: str, **settings: Any) -> Database:
-    """This process's Database for `dsn` (created with `settings` on first use)."""
-    with _SHARED_LOCK:
-        database = _SHARED.get(dsn)
-        if database is None:
-            database = _SHARED[dsn] = Database(dsn, **settings)
-        return database
+def _dsn_of(conn: PostgresConnection, field: str) -> str:
+    return conn.dsn.resolve(f"{field}.dsn").get_secret_value()
 
 
-def database_for(conn: PostgresConnection, field: str) -> Database:
-    """The shared Database of a configured connection, its DSN read from its secret now."""
-    secret = conn.dsn.resolve(f"{field}.dsn")
-    assert secret is not None  # a dsn is never optional
-    return shared(secret.get_secret_value(), **settings_of(conn, field))
-
-
-def settings_of(conn: PostgresConnection, field: str) -> dict[str, Any]:
+def _settings_of(conn: PostgresConnection, field: str) -> dict[str, Any]:
     """Database's keyword arguments for a configured connection (all but the DSN)."""
     return {
         "field": field,
@@ -291,14 +322,6 @@ def settings_of(conn: PostgresConnection, field: str) -> dict[str, Any]:
         "statement_timeout_seconds": conn.statement_timeout_seconds,
         "connect_timeout_seconds": conn.connect_timeout_seconds,
     }
-
-
-def forget(database: Database) -> None:
-    """Drop a closed Database from the registry (the next `shared` opens a new one)."""
-    with _SHARED_LOCK:
-        for dsn, known in list(_SHARED.items()):
-            if known is database:
-                del _SHARED[dsn]
 
 
 def _step(step: Migration) -> tuple[str, int, str]:

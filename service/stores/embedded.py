@@ -1,8 +1,9 @@
-"""mem0 vector store over the embedded Qdrant engine (``qdrant-edge-py``).
+"""The vector store on the embedded Qdrant engine (``qdrant-edge-py``): no server to run.
 
 The embedded default keeps each collection in one on-disk shard, ``<path>/<collection_name>``,
 so a pod needs no Qdrant server. Semantics and return shapes follow mem0's own Qdrant store
-(``mem0/vector_stores/qdrant.py``), which mem0's ``Memory``/``AsyncMemory`` are written against.
+(``mem0/vector_stores/qdrant.py``), which mem0's ``Memory``/``AsyncMemory`` are written against;
+the contract is ``stores/protocol.VectorStore``, the filter language ``stores/filters.py``.
 
 Concurrency (measured on qdrant-edge 0.9.0): one ``EdgeShard`` used unguarded by 8 writer and
 8 reader threads (upserts, set_payload, deletes against query, sparse query, scroll, count)
@@ -21,25 +22,34 @@ next load replays the WAL. An OS crash or power loss can lose writes made since 
 flush(), which close() performs (it msyncs and fsyncs).
 """
 
+from __future__ import annotations
+
 import json
-import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import qdrant_edge as qe
-from mem0.vector_stores.base import VectorStoreBase
 
-from memorystore.scope import IDENTITY_KEYS, OWNER_KEY, confined_to_no_user
 from memorystore.service.retrieval import lexical
+from memorystore.service.stores.filters import engine_filter
+from memorystore.service.stores.protocol import (
+    FacetValue,
+    Filters,
+    OutputData,
+    Payload,
+    PointId,
+    VectorStore,
+)
 from memorystore.spec import LexicalTokenizer
+
+__all__ = ["KEYWORD_INDEX_FIELDS", "EdgeVectorStore", "dense_vector"]
 
 BM25_VECTOR = "bm25"
 # Fields mem0 scopes and deduplicates by, the re-index's filter (service/retrieval/reindex.py) and
-# the retired memories' marker every search excludes (engine.active_only); user_id is the
+# the retired memories' marker every search excludes (retirement.active_only); user_id is the
 # tenant, so the engine can co-locate it.
 KEYWORD_INDEX_FIELDS = (
     "user_id",
@@ -51,33 +61,11 @@ KEYWORD_INDEX_FIELDS = (
     "lifecycle",
 )
 TENANT_FIELD = "user_id"
-SUPPORTED_OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "icontains")
-
-_RANGE_OPERATORS = frozenset({"gt", "gte", "lt", "lte"})
-_LOGICAL_ALIASES = {"$or": "OR", "$not": "NOT", "$and": "AND"}
-# Same pattern as mem0's Qdrant store: a range whose bounds all look like ISO 8601 is a
-# datetime range, anything else a numeric one.
-_ISO_DATETIME_RE = re.compile(
-    r"^\d{4}-\d{2}-\d{2}"
-    r"([T ]\d{2}:\d{2}(:\d{2})?"
-    r"(\.\d+)?"
-    r"(Z|[+-]\d{2}:?\d{2})?"
-    r")?$"
-)
 _CONFIG_FILE = "edge_config.json"
 
 
-@dataclass(slots=True)
-class OutputData:
-    """A hit or record with the attributes mem0 reads from qdrant-client's ScoredPoint/Record."""
-
-    id: str
-    score: float | None
-    payload: dict[str, Any]
-
-
-class EdgeVectorStore(VectorStoreBase):
-    """mem0 vector store backed by one embedded Qdrant shard (cosine dense + BM25 sparse)."""
+class EdgeVectorStore:
+    """A `VectorStore` on one embedded Qdrant shard (cosine dense + BM25 sparse)."""
 
     def __init__(
         self,
@@ -154,8 +142,8 @@ class EdgeVectorStore(VectorStoreBase):
     def insert(
         self,
         vectors: list[list[float]],
-        payloads: list[dict[str, Any]] | None = None,
-        ids: list[str | int] | None = None,
+        payloads: list[Payload] | None = None,
+        ids: Sequence[PointId] | None = None,
     ) -> None:
         """Upsert points in one operation, each with its dense and BM25 vector."""
         points = [
@@ -166,9 +154,9 @@ class EdgeVectorStore(VectorStoreBase):
 
     def update(
         self,
-        vector_id: str | int,
+        vector_id: PointId,
         vector: list[float] | None = None,
-        payload: dict[str, Any] | None = None,
+        payload: Payload | None = None,
     ) -> None:
         """Replace the point when given both parts, else patch what is given (like mem0).
 
@@ -188,7 +176,7 @@ class EdgeVectorStore(VectorStoreBase):
         self._write(*operations)
 
     def reindex(
-        self, vector_id: str | int, payload: dict[str, Any], vector: list[float] | None = None
+        self, vector_id: PointId, payload: Payload, vector: list[float] | None = None
     ) -> None:
         """Rewrite one point: this payload, its BM25 terms encoded from it now, and `vector`
         (the stored dense vector when None). A point deleted meanwhile stays deleted."""
@@ -202,7 +190,7 @@ class EdgeVectorStore(VectorStoreBase):
             point = self._point(vector_id, vector, payload)
             shard.update(qe.UpdateOperation.upsert_points([point]))
 
-    def delete(self, vector_id: str | int) -> None:
+    def delete(self, vector_id: PointId) -> None:
         """Delete one point; deleting an unknown id is a no-op."""
         self._write(qe.UpdateOperation.delete_points([vector_id]))
 
@@ -213,10 +201,10 @@ class EdgeVectorStore(VectorStoreBase):
         query: str,
         vectors: list[float],
         top_k: int = 5,
-        filters: dict[str, Any] | None = None,
+        filters: Filters | None = None,
     ) -> list[OutputData]:
         """Dense search; ``score`` is the cosine similarity (higher is closer)."""
-        request = self._request(qe.Query.Nearest(vectors), top_k, _create_filter(filters))
+        request = self._request(qe.Query.Nearest(vectors), top_k, engine_filter(filters))
         return [_output(hit) for hit in self._open().query(request)]
 
     def search_batch(
@@ -224,17 +212,17 @@ class EdgeVectorStore(VectorStoreBase):
         queries: list[str],
         vectors_list: list[list[float]],
         top_k: int = 1,
-        filters: dict[str, Any] | None = None,
+        filters: Filters | None = None,
     ) -> list[list[OutputData]]:
         """Run several dense searches as one planned batch, results in input order."""
-        query_filter = _create_filter(filters)
+        query_filter = engine_filter(filters)
         batch = qe.QueryBatchRequest(
             [self._request(qe.Query.Nearest(v), top_k, query_filter) for v in vectors_list]
         )
         return [[_output(hit) for hit in hits] for hits in self._open().query_batch(batch)]
 
     def keyword_search(
-        self, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
+        self, query: str, top_k: int = 5, filters: Filters | None = None
     ) -> list[OutputData] | None:
         """BM25 search over the sparse vectors, or None (mem0's "unsupported") when disabled.
 
@@ -244,21 +232,21 @@ class EdgeVectorStore(VectorStoreBase):
         if not self._keyword_search:
             return None
         nearest = qe.Query.Nearest(self._bm25.embed_query(query), using=BM25_VECTOR)
-        request = self._request(nearest, top_k, _create_filter(filters))
+        request = self._request(nearest, top_k, engine_filter(filters))
         return [_output(hit) for hit in self._open().query(request)]
 
     def cosine(
-        self, vectors: list[float], ids: list[str], filters: dict[str, Any] | None = None
+        self, vectors: list[float], ids: Sequence[str], filters: Filters | None = None
     ) -> dict[str, float]:
         """The dense score of `vectors` against just these points (keyword hits' similarity)."""
         if not ids:
             return {}
-        scope = _create_filter(filters)
+        scope = engine_filter(filters)
         only = qe.Filter(must=[qe.HasIdCondition(set(ids)), *([scope] if scope else [])])
         request = qe.QueryRequest(limit=len(ids), query=qe.Query.Nearest(vectors), filter=only)
         return {str(hit.id): hit.score for hit in self._open().query(request)}
 
-    def get(self, vector_id: str | int) -> OutputData | None:
+    def get(self, vector_id: PointId) -> OutputData | None:
         """The point with this id, or None when there is none."""
         try:
             records = self._open().retrieve([vector_id], True, False)
@@ -266,7 +254,7 @@ class EdgeVectorStore(VectorStoreBase):
             return None
         return _output(records[0]) if records else None
 
-    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], dict[str, Any]]]:
+    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         """Every point as (id, dense vector, payload), a page at a time (backups)."""
         offset: Any = None
         while True:
@@ -279,11 +267,11 @@ class EdgeVectorStore(VectorStoreBase):
             if offset is None:
                 return
 
-    def count(self, filters: dict[str, Any] | None = None) -> int:
+    def count(self, filters: Filters | None = None) -> int:
         """Exact number of points matching the filters."""
-        return self._open().count(qe.CountRequest(exact=True, filter=_create_filter(filters)))
+        return self._open().count(qe.CountRequest(exact=True, filter=engine_filter(filters)))
 
-    def facet_counts(self, key: str, limit: int) -> dict[Any, int]:
+    def facet_counts(self, key: str, limit: int) -> dict[FacetValue, int]:
         """Points per distinct value of a keyword-indexed field, read from its index."""
         hits = self._open().facet(qe.FacetRequest(key, limit=limit, exact=True))
         return {hit.value: hit.count for hit in hits}
@@ -339,7 +327,7 @@ class EdgeVectorStore(VectorStoreBase):
                 shard.update(qe.UpdateOperation.create_field_index(field, params))
         return shard
 
-    def _point(self, point_id: str | int, vector: list[float], payload: dict[str, Any]) -> qe.Point:
+    def _point(self, point_id: PointId, vector: list[float], payload: Payload) -> qe.Point:
         named: dict[str, Any] = {"": vector}
         text = lexical.keyword_text(payload)
         if text:
@@ -353,12 +341,12 @@ class EdgeVectorStore(VectorStoreBase):
     # Defined last: inside the class body the name ``list`` is this method from here on, so
     # earlier annotations such as ``list[float]`` still mean the builtin.
     def list(
-        self, filters: dict[str, Any] | None = None, top_k: int = 100
+        self, filters: Filters | None = None, top_k: int = 100
     ) -> tuple[list[OutputData], str | None]:
         """``(points, next_offset)`` like qdrant-client's scroll, which mem0 indexes with [0]."""
         records, next_offset = self._open().scroll(
             qe.ScrollRequest(
-                limit=top_k, filter=_create_filter(filters), with_payload=True, with_vector=False
+                limit=top_k, filter=engine_filter(filters), with_payload=True, with_vector=False
             )
         )
         return [_output(r) for r in records], None if next_offset is None else str(next_offset)
@@ -378,153 +366,5 @@ def _output(point: qe.ScoredPoint | qe.Record) -> OutputData:
     )
 
 
-# --- mem0 filter dict -> qdrant_edge.Filter (mirrors mem0 Qdrant._create_filter) ---------------
-
-
-def literal_id(key: str, value: Any) -> str:
-    """An identity filter's value, which must be one literal id; anything else is refused."""
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"Filter on '{key}' must be one literal id (a non-empty string)")
-    return value
-
-
-def refuse_nested_identity(filters: dict[str, Any]) -> None:
-    """Identity keys inside AND/OR/NOT could widen a scope (NOT above all): refuse them."""
-    for key, value in filters.items():
-        group = _LOGICAL_ALIASES.get(key, key)
-        if group not in ("AND", "OR", "NOT") or not isinstance(value, list):
-            continue
-        for sub in value:
-            if isinstance(sub, dict):
-                for name in sub:
-                    if name in IDENTITY_KEYS:
-                        raise ValueError(f"Filter on '{name}' is only accepted at the top level")
-                refuse_nested_identity(sub)
-
-
-def _create_filter(filters: dict[str, Any] | None) -> qe.Filter | None:
-    """Translate mem0's filter dict; None when nothing constrains the result.
-
-    On top of mem0's semantics: identity keys are literal and top-level only, and a filter
-    that names an agent or run but no user also requires user_id to be empty.
-    """
-    if not filters:
-        return None
-    refuse_nested_identity(filters)
-    built = _translate(filters)
-    if not confined_to_no_user(filters):
-        return built
-    empty = qe.IsEmptyCondition(OWNER_KEY)
-    return qe.Filter(must=[empty] if built is None else [built, empty])
-
-
-def _translate(filters: dict[str, Any]) -> qe.Filter | None:
-    if not filters:
-        return None
-    # mem0 passes both OR/NOT and their $-renamed copies; the first spelling wins.
-    normalized: dict[str, Any] = {}
-    for key, value in filters.items():
-        normalized.setdefault(_LOGICAL_ALIASES.get(key, key), value)
-
-    must: list[Any] = []
-    should: list[Any] = []
-    must_not: list[Any] = []
-    groups = {"AND": must, "OR": should, "NOT": must_not}
-    for key, value in normalized.items():
-        if key in groups:
-            if not isinstance(value, list):
-                raise ValueError(
-                    f"{key} filter value must be a list of filter dicts, got {type(value).__name__}"
-                )
-            for i, item in enumerate(value):
-                if not isinstance(item, dict):
-                    raise ValueError(
-                        f"{key} filter list item at index {i} must be a dict, "
-                        f"got {type(item).__name__}: {item!r}"
-                    )
-            groups[key].extend(sub for sub in map(_translate, value) if sub is not None)
-        else:
-            condition = _field_condition(key, value)
-            if condition is not None:
-                must.append(condition)
-
-    if not (must or should or must_not):
-        return None
-    return qe.Filter(must=must or None, should=should or None, must_not=must_not or None)
-
-
-def _field_condition(key: str, value: Any) -> qe.FieldCondition | None:
-    """One field's condition; None for the '*' wildcard, which mem0 treats as no constraint.
-
-    The wildcard is kept for metadata fields (mem0's documented filter language); an identity
-    key's value is always a literal, so '*' there matches only the id '*'.
-    """
-    if key in IDENTITY_KEYS:
-        return _match(key, qe.MatchValue, literal_id(key, value))
-    try:
-        return _build_field_condition(key, value)
-    except TypeError as exc:  # The engine's constructors reject ill-typed values this way.
-        raise ValueError(f"Invalid filter value for field '{key}': {value!r}") from exc
-
-
-def _build_field_condition(key: str, value: Any) -> qe.FieldCondition | None:
-    if not isinstance(value, dict):
-        if value == "*":
-            return None
-        if isinstance(value, list):
-            return _match(key, qe.MatchAny, value)
-        return _match(key, qe.MatchValue, value)
-
-    ops = set(value)
-    if ops & _RANGE_OPERATORS:
-        if ops - _RANGE_OPERATORS:
-            raise ValueError(
-                f"Cannot mix range operators ({sorted(ops & _RANGE_OPERATORS)}) with non-range "
-                f"operators ({sorted(ops - _RANGE_OPERATORS)}) for field '{key}'. "
-                "Use AND to combine them as separate conditions."
-            )
-        return qe.FieldCondition(key=key, range=_range(key, {op: value[op] for op in ops}))
-    if "eq" in value:
-        return _match(key, qe.MatchValue, value["eq"])
-    if "ne" in value:
-        return _match(key, qe.MatchExcept, [value["ne"]])
-    if "in" in value:
-        return _match(key, qe.MatchAny, value["in"])
-    if "nin" in value:
-        return _match(key, qe.MatchExcept, value["nin"])
-    if "contains" in value or "icontains" in value:
-        # Without a full-text index the engine matches whole words, case-insensitively and in
-        # any order (not substrings), which is also what Qdrant server does for mem0's
-        # MatchText; so icontains and contains behave the same, as in mem0's Qdrant store.
-        text = value["icontains" if "icontains" in value else "contains"]
-        return qe.FieldCondition(key=key, match=qe.MatchText(text))
-    raise ValueError(
-        f"Unsupported filter operator(s) for field '{key}': {sorted(ops)}. "
-        f"Supported operators: {list(SUPPORTED_OPERATORS)}"
-    )
-
-
-def _match(key: str, match_type: Callable[[Any], Any], operand: Any) -> qe.FieldCondition:
-    """A match condition, refusing booleans rather than matching the wrong points.
-
-    qdrant-edge 0.9.0 converts True/False in MatchValue/MatchAny/MatchExcept to the integers
-    1/0, so such a filter never matches a stored boolean but does match stored integers.
-    """
-    operands = operand if isinstance(operand, list) else [operand]
-    if any(isinstance(v, bool) for v in operands):
-        raise ValueError(
-            f"Boolean filter values are not supported for field '{key}': qdrant-edge matches "
-            "True/False as the integers 1/0"
-        )
-    return qe.FieldCondition(key=key, match=match_type(operand))
-
-
-def _range(key: str, bounds: dict[str, Any]) -> qe.RangeFloat | qe.RangeDateTime:
-    if all(isinstance(v, str) and _ISO_DATETIME_RE.match(v) for v in bounds.values()):
-        try:
-            return qe.RangeDateTime(**bounds)
-        except ValueError as exc:
-            raise ValueError(
-                f"Invalid datetime value in range filter for field '{key}': {exc}"
-            ) from exc
-    return qe.RangeFloat(**bounds)
+if TYPE_CHECKING:  # mypy holds the store to the contract
+    _IS_A_VECTOR_STORE: type[VectorStore] = EdgeVectorStore

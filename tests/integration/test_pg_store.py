@@ -27,7 +27,9 @@ from psycopg import sql
 from memorystore.service.engine.mem0_seam import PG_PROVIDER, PgStoreConfig, register_providers
 from memorystore.service.state import postgres
 from memorystore.service.stores.embedded import EdgeVectorStore
-from memorystore.service.stores.pgvector import FilterSql, PgVectorStore, table_names
+from memorystore.service.stores.pgvector.schema import table_names
+from memorystore.service.stores.pgvector.sql_filters import FilterSql
+from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore_dev.bench.multilingual import load
 from memorystore_dev.postgres import PostgresServer
 from support.vector_stores import KEYWORD_ROWS
@@ -50,22 +52,20 @@ def collection() -> str:
 @pytest.fixture(scope="module")
 def pg_store(pg_server: PostgresServer) -> Iterator[PgFactory]:
     """Factory of stores on the module's server, each on a fresh collection by default;
-    their shared Databases are closed at the end."""
-    made: list[PgVectorStore] = []
+    they share the module's Database (as an engine's stores share its own), closed at the
+    end."""
+    database = postgres.Database(pg_server.dsn, field="vectorStore.postgres")
 
     def factory(**kwargs: Any) -> PgVectorStore:
         options: dict[str, Any] = {
             "collection_name": collection(),
             "embedding_model_dims": DIMS,
-            "dsn": pg_server.dsn,
+            "database": database,
         }
-        store = PgVectorStore(**(options | kwargs))
-        made.append(store)
-        return store
+        return PgVectorStore(**(options | kwargs))
 
     yield factory
-    for database in {id(s.database): s.database for s in made}.values():
-        database.close()
+    database.close()
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_col_info_names_the_table_reset_empties_the_terms_and_close_keeps_the_po
     store.reset()
     assert postings(store) == {}
     store.close()
-    assert not store.database.pool.closed  # the shared Database stays open
+    assert not store.database.pool.closed  # the Database stays open: its owner closes it
 
 
 def test_create_col_adds_only_what_is_missing_and_reset_reopens(store):
@@ -224,23 +224,29 @@ def test_reopen_with_another_dimension_raises_naming_table_and_sizes(pg_store):
 
 def test_mem0s_factory_builds_it_from_the_service_config(pg_server):
     register_providers()
-    config = PgStoreConfig(
-        collection_name=collection(),
-        embedding_model_dims=DIMS,
-        dsn=pg_server.dsn,
+    database = postgres.Database(
+        pg_server.dsn,
         field="vectorStore.postgres.database",
         pool_size=4,
         statement_timeout_seconds=5,
         connect_timeout_seconds=2,
+    )
+    config = PgStoreConfig(
+        collection_name=collection(),
+        embedding_model_dims=DIMS,
+        database=database,
         keyword_search=True,
         hnsw_ef_search=40,
     )
     store = VectorStoreFactory.create(PG_PROVIDER, config)
-    assert isinstance(store, PgVectorStore)
-    assert store.hnsw_ef_search == 40
-    assert store.database is postgres.shared(pg_server.dsn)  # one Database per DSN and process
-    store.insert([[1.0, 0, 0, 0]], [{"data": "pizza"}], [new_id()])
-    assert len(store.keyword_search("pizza") or []) == 1
+    try:
+        assert isinstance(store, PgVectorStore)
+        assert store.hnsw_ef_search == 40
+        assert store.database is database  # the engine's own Database, never a copy
+        store.insert([[1.0, 0, 0, 0]], [{"data": "pizza"}], [new_id()])
+        assert len(store.keyword_search("pizza") or []) == 1
+    finally:
+        database.close()
 
 
 # --- PostgreSQL's own concerns -----------------------------------------------------------------
@@ -249,7 +255,10 @@ def test_mem0s_factory_builds_it_from_the_service_config(pg_server):
 def test_nothing_touches_the_database_until_the_first_operation():
     with PostgresServer() as down:
         down.kill()  # the service starts while its database is down
-        store = PgVectorStore("memories", DIMS, down.dsn, connect_timeout_seconds=1)
+        database = postgres.Database(
+            down.dsn, field="vectorStore.postgres", connect_timeout_seconds=1
+        )
+        store = PgVectorStore("memories", DIMS, database)
         try:
             with pytest.raises(postgres.DatabaseUnavailable):  # what /readyz reports
                 store.count()
@@ -268,7 +277,7 @@ def test_without_the_privilege_to_create_pgvector_the_owner_is_told_what_to_run(
     pg_server.psql("CREATE ROLE plain_owner LOGIN PASSWORD 'owner-secret-4711'")
     pg_server.psql("CREATE DATABASE no_vector OWNER plain_owner")
     dsn = f"postgresql://plain_owner:owner-secret-4711@127.0.0.1:{pg_server.port}/no_vector"
-    store = PgVectorStore("memories", DIMS, dsn)
+    store = PgVectorStore("memories", DIMS, postgres.Database(dsn, field="vectorStore.postgres"))
     try:
         expected = r"'memories'.*the database owner must run `CREATE EXTENSION vector`"
         with pytest.raises(postgres.DatabaseUnavailable, match=expected) as refused:
@@ -461,7 +470,7 @@ def test_when_the_iterative_scan_gives_up_the_search_falls_back_to_exact(pg_serv
     pg_server.psql("CREATE EXTENSION vector", database="tight")
     pg_server.psql("ALTER DATABASE tight SET hnsw.max_scan_tuples = 50")
     dsn = f"postgresql://memorystore:{pg_server.password}@127.0.0.1:{pg_server.port}/tight"
-    store = PgVectorStore("memories", 32, dsn)
+    store = PgVectorStore("memories", 32, postgres.Database(dsn, field="vectorStore.postgres"))
     try:
         query, needles = _scope_fixture(store, random.Random(8))
         hits = store.search("q", query, top_k=5, filters={"user_id": "needle"})

@@ -4,7 +4,7 @@ the service creates its collection with them, over Qdrant's real REST API.
 No Qdrant server binary is obtainable here, so a stand-in on loopback answers the few REST
 calls that opening a store makes (the server's version, the collection list, creating the
 collection and its payload indexes) and records them. Everything in front of it is real:
-the service config, `engine.mem0_config`, mem0's store factory, our store and qdrant-client.
+the service config, `engine/mem0_config.py`, mem0's store factory, our store and qdrant-client.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 from mem0.utils.factory import VectorStoreFactory
 
 from memorystore.config import ConfigError, ServiceConfig
-from memorystore.service.engine.core import mem0_config
-from memorystore.service.engine.mem0_seam import QdrantServerStore
+from memorystore.service.engine.mem0_config import mem0_config
+from memorystore.service.stores.qdrant_server import QdrantServerStore
 from support.waiting import wait_for
 
 

@@ -1,7 +1,8 @@
 """The vector-store contract, run on both stores: the embedded engine (EdgeVectorStore, on
-disk) and PostgreSQL with pgvector (PgVectorStore). The service takes either through mem0's
-VectorStoreBase and must not see a difference, so each test here states once what both do
-and runs on each (ids `embedded` and `postgres`), instead of two copies of it drifting apart.
+disk) and PostgreSQL with pgvector (PgVectorStore). The service takes either as a
+`stores.protocol.VectorStore` and must not see a difference, so each test here states once
+what both do and runs on each (ids `embedded` and `postgres`), instead of two copies of it
+drifting apart. (The Qdrant server store's side: tests/unit/service/stores/test_qdrant_server.py.)
 
 What only one store has stays beside it: the embedded store's on-disk shards and crash
 recovery in tests/unit/service/stores/test_embedded.py; PostgreSQL's tables, postings,
@@ -20,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from memorystore.service.state.postgres import Database
 from memorystore.service.stores.embedded import EdgeVectorStore
-from memorystore.service.stores.pgvector import PgVectorStore
+from memorystore.service.stores.pgvector.store import PgVectorStore
+from memorystore.service.stores.protocol import VectorStore
 from memorystore_dev.postgres import PostgresServer
 from support.vector_stores import KEYWORD_ROWS
 
@@ -37,23 +40,31 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def build(kind: str, where: str, **options: Any) -> Store:
-    """A store of `kind` on `where` (the embedded store's directory, or PostgreSQL's DSN):
-    the embedded one's collection is "memories" and PostgreSQL's a fresh one, unless named."""
+def build(kind: str, where: str | Database, **options: Any) -> Store:
+    """A store of `kind` on `where` (the embedded store's directory, or a PostgreSQL
+    Database): the embedded one's collection is "memories" and PostgreSQL's a fresh one,
+    unless named."""
     settings: dict[str, Any] = {"embedding_model_dims": DIMS} | options
-    if kind == "embedded":
+    if isinstance(where, str):
+        assert kind == "embedded"
         return EdgeVectorStore(**({"collection_name": "memories", "path": where} | settings))
     fresh = f"t_{uuid.uuid4().hex[:12]}"
-    return PgVectorStore(**({"collection_name": fresh, "dsn": where} | settings))
+    return PgVectorStore(**({"collection_name": fresh, "database": where} | settings))
 
 
 @pytest.fixture(scope="module")
-def pg_made(pg_server: PostgresServer) -> Iterator[list[Store]]:
-    """The PostgreSQL stores of this module: their shared Databases are closed at its end."""
-    made: list[Store] = []
-    yield made
-    for database in {id(s.database): s.database for s in made}.values():
-        database.close()
+def pg_database(pg_server: PostgresServer) -> Iterator[Database]:
+    """The module's Database, as the engine would own it: its stores share it, and it is
+    closed at the module's end."""
+    database = Database(pg_server.dsn, field="vectorStore.postgres")
+    yield database
+    database.close()
+
+
+@pytest.fixture(scope="module")
+def pg_made(pg_database: Database) -> list[Store]:
+    """The PostgreSQL stores of this module (on `pg_database`, which closes with it)."""
+    return []
 
 
 def opener(
@@ -62,8 +73,10 @@ def opener(
     """A factory of `kind` stores, and the list of the embedded ones it made (the caller
     closes them; PostgreSQL's are left to `pg_made`)."""
     embedded: list[Store] = []
+    where: str | Database
     if kind == "postgres":
-        where, made = request.getfixturevalue("pg_server").dsn, request.getfixturevalue("pg_made")
+        where = request.getfixturevalue("pg_database")
+        made = request.getfixturevalue("pg_made")
     else:
         where, made = str(path), embedded
 
@@ -92,6 +105,11 @@ def store(make_store: StoreFactory) -> Store:
 
 def by_name(results: list[Any]) -> list[str]:
     return [r.payload["name"] for r in results]
+
+
+def test_each_store_is_a_vector_store(store):
+    """The contract the service types its calls against (mypy checks the signatures)."""
+    assert isinstance(store, VectorStore)
 
 
 def test_search_ranks_by_cosine_similarity(store):

@@ -50,11 +50,11 @@ def raw_query(text: str) -> str:
 
 SQL: dict[str, str] = {
     "fts-raw": (
-        "SELECT id FROM m WHERE owner = %(user)s AND raw  to_tsquery('simple', %(q)s) "
+        "SELECT id FROM m WHERE owner = %(user)s AND raw @@ to_tsquery('simple', %(q)s) "
         "ORDER BY ts_rank_cd(raw, to_tsquery('simple', %(q)s)) DESC, id LIMIT %(top)s"
     ),
     "fts-terms": (
-        "SELECT id FROM m WHERE owner = %(user)s AND terms  to_tsquery('simple', %(q)s) "
+        "SELECT id FROM m WHERE owner = %(user)s AND terms @@ to_tsquery('simple', %(q)s) "
         "ORDER BY ts_rank(terms, to_tsquery('simple', %(q)s)) DESC, id LIMIT %(top)s"
     ),
     "trgm": (
@@ -140,16 +140,17 @@ def edge_rankings(root: Path, data: DataSet) -> list[list[str]]:
 
 
 def sql_bm25_rankings(dsn: str, data: DataSet) -> list[list[str]]:
-    from memorystore.service.state import postgres
-    from memorystore.service.stores.pgvector import PgVectorStore
+    from memorystore.service.state.postgres import Database
+    from memorystore.service.stores.pgvector.store import PgVectorStore
 
+    database = Database(dsn, field="vectorStore.postgres")
     store = PgVectorStore(
-        collection_name="lexical", embedding_model_dims=2, dsn=dsn, keyword_search=True
+        collection_name="lexical", embedding_model_dims=2, database=database, keyword_search=True
     )
     try:
         return store_rankings(store, data)
     finally:
-        postgres.shared(dsn, field="vectorStore.postgres").close()
+        database.close()
 
 
 def measure(data: DataSet, server_factory: Callable[[], Any]) -> dict[str, dict[str, Scores]]:

@@ -153,7 +153,7 @@ async def _direct_phase(
     from mem0 import AsyncMemory
 
     from memorystore.config import ServiceConfig
-    from memorystore.service.engine.core import mem0_config
+    from memorystore.service.engine.mem0_config import mem0_config
 
     cfg = ServiceConfig.model_validate(_config(data_dir, embedder, 0, threads))
     memory = AsyncMemory(mem0_config(cfg))

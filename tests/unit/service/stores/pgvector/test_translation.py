@@ -12,16 +12,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memorystore.service.stores.embedded import EdgeVectorStore, _create_filter
-from memorystore.service.stores.pgvector import (
-    FilterSql,
+from memorystore.service.stores.embedded import EdgeVectorStore
+from memorystore.service.stores.filters import engine_filter
+from memorystore.service.stores.pgvector.encoding import (
     datetime_micros,
-    parse_path,
     payload_json,
     point_uuid,
-    table_names,
     word_ids,
 )
+from memorystore.service.stores.pgvector.schema import table_names
+from memorystore.service.stores.pgvector.sql_filters import FilterSql, parse_path
 
 
 def render(filters: dict | None) -> tuple[str, dict]:
@@ -116,7 +116,7 @@ def test_values_and_keys_are_bound_never_spliced(text):
 )
 def test_refused_filters_raise_the_embedded_stores_errors(filters):
     with pytest.raises(ValueError) as engine:
-        _create_filter(filters)
+        engine_filter(filters)
     with pytest.raises(ValueError) as ours:
         render(filters)
     assert str(ours.value) == str(engine.value)
@@ -173,7 +173,7 @@ def test_a_text_without_words_matches_nothing():
     ],
 )
 def test_parse_path_reads_the_engines_json_paths(key, path):
-    normalized = _create_filter({key: "v"}).must[0].key  # what the engine made of it
+    normalized = engine_filter({key: "v"}).must[0].key  # what the engine made of it
     assert parse_path(normalized) == path
 
 

@@ -1,0 +1,346 @@
+"""The write pipeline: how an add becomes memories, each step written once for every path.
+
+Why one pipeline: a conversation turn, a fact written on its own and the facts mem0's
+extraction wrote all go through the same steps. A fact is compared with its scope's nearest
+active memories (`_neighbours`), dropped when it repeats one by the text rules (`_repeat_of`),
+written with the service's index texts (`_insert`), and retires what it makes outdated
+(`_supersessions`, then `_retire_all`). The paths differ only where they must: a turn is
+kept as said (deduplicated by its exact text only), a fact also counts a restatement as a
+repeat, and after extraction the model judges supersession, the text rules deciding when its
+answer cannot be used. A new memory is always written before anything it retires, so a
+failure in between leaves both (never neither).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from mem0 import AsyncMemory
+
+from memorystore.config import ServiceConfig
+from memorystore.keyed_locks import KeyedLocks
+from memorystore.rules.dedup import Duplicate, find_duplicate, same_guards
+from memorystore.rules.supersede import restates, retired_by
+from memorystore.scope import EntityIds
+from memorystore.service.engine.mem0_seam import chat, create_memory, memory_hash, retire_memory
+from memorystore.service.engine.results import WriteResult
+from memorystore.service.lifecycle import judge
+from memorystore.service.lifecycle.retirement import active_only, retirement_fields
+from memorystore.service.retrieval.indexing import PREV_KEY, IndexTexts, index_texts, line
+from memorystore.service.retrieval.reindex import INDEX_KEY
+from memorystore.service.state import scope_chain
+from memorystore.service.state.postgres import ReplicaLocks
+from memorystore.service.stores.protocol import VectorStore
+
+__all__ = ["NEIGHBOURS", "ScopeChain", "ScopeLocks", "WritePipeline"]
+
+NEIGHBOURS = 16  # nearest memories a new fact is compared with (duplicates, outdated ones)
+
+# the write locks (per scope; across replicas with PostgreSQL) and the scope's write order
+ScopeLocks = KeyedLocks | ReplicaLocks
+ScopeChain = scope_chain.LocalChain | scope_chain.PgChain
+# old memory id -> (the memory that makes it outdated, why)
+Outdated = dict[str, tuple[str, str]]
+
+log = logging.getLogger("memorystore.service")
+
+
+def _repeat(kept_id: str, text: str, rule: str) -> WriteResult:
+    """The answer for a new fact that was not stored: it repeats the kept memory."""
+    return {"id": kept_id, "memory": text, "event": "NONE", "duplicate_of": kept_id, "rule": rule}
+
+
+def _merged(duplicate: Duplicate) -> str:
+    """Why an old memory is retired for a new one that holds it and more."""
+    return f"merged into a fuller version ({duplicate.rule})"
+
+
+def _offline_verdicts(
+    new: Iterable[tuple[str, str]], existing: Iterable[tuple[str, str]]
+) -> list[judge.Verdict]:
+    """The text rules' supersessions: which existing memories each new one makes outdated."""
+    existing = list(existing)
+    return [
+        judge.Verdict(old_id, new_id, reason)
+        for new_id, text in new
+        for old_id, reason in retired_by(text, existing)
+    ]
+
+
+class WritePipeline:
+    """The engine's writes, on its AsyncMemory, under its scope locks and scope chain."""
+
+    def __init__(
+        self,
+        cfg: ServiceConfig,
+        memory: AsyncMemory,
+        locks: ScopeLocks,
+        chain: ScopeChain,
+        index_version: str,
+    ) -> None:
+        self.cfg = cfg
+        self.memory = memory
+        self._locks = locks
+        self._chain = chain
+        self._index_version = index_version
+
+    @property
+    def store(self) -> VectorStore:
+        store: VectorStore = self.memory.vector_store
+        return store
+
+    # --- the two ways in -------------------------------------------------------------------
+
+    async def extract(
+        self, messages: list[dict[str, Any]], scope: EntityIds, metadata: dict[str, Any] | None
+    ) -> list[WriteResult]:
+        """mem0's extraction (one at a time per scope: its facts are unknown in advance),
+        then the facts settled like any other (`_settle_extracted`)."""
+        async with self._locks.hold(scope):
+            result = await self.memory.add(
+                messages, **scope.filters(), metadata=metadata, infer=True
+            )
+            # mem0 wrote these with the current settings: record it, or the next start
+            # would take them for memories from before versions and re-index them
+            for item in result["results"]:
+                if item.get("event") in ("ADD", "UPDATE") and item.get("id"):
+                    stamp = {INDEX_KEY: self._index_version}
+                    await asyncio.to_thread(self.store.update, item["id"], None, stamp)
+            return await self._settle_extracted(result["results"], scope)
+
+    async def add_raw(
+        self, messages: list[dict[str, Any]], scope: EntityIds, metadata: dict[str, Any] | None
+    ) -> list[WriteResult]:
+        """Store each non-system message as one memory; an identical text in scope is kept once.
+
+        Only conversation turns are chained for context: a message with a speaker (`name`),
+        or any message of a request that holds both sides of an exchange. A fact written on
+        its own (an agent's add_memory, a list of notes) stands alone: embedding it with an
+        unrelated fact written before it ranked that neighbour's topic onto it. Facts are
+        also kept true (`_add_fact`); turns are records of what was said, kept as said.
+        """
+        roles = {msg["role"] for msg in messages}
+        exchange = {"user", "assistant"} <= roles
+        settings = self.cfg.consolidation
+        results: list[WriteResult] = []
+        for msg in messages:
+            if msg["role"] == "system":
+                continue
+            turn = exchange or bool(msg.get("name"))
+            if not turn and (settings.deduplicate or settings.supersede):
+                async with self._locks.hold(scope):  # the comparison and the write are one step
+                    results.extend(await self._add_fact(msg, scope, metadata or {}))
+                continue
+            digest = memory_hash(msg["content"])
+            async with self._locks.hold((scope, digest)):
+                existing = await asyncio.to_thread(
+                    self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
+                )
+                if existing[0]:
+                    kept_id = str(existing[0][0].id)
+                    results.append({"id": kept_id, "memory": msg["content"], "event": "NONE"})
+                    continue
+                results.append(await self._insert(msg, scope, metadata or {}, turn))
+        return results
+
+    # --- facts: written by the caller, or by mem0's extraction ----------------------------
+
+    async def _add_fact(
+        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any]
+    ) -> list[WriteResult]:
+        """Write one fact unless it repeats a kept one; retire what it makes outdated (by
+        the text rules). The caller holds the scope's lock."""
+        content = msg["content"]
+        date = metadata.get("date")
+        texts = index_texts(
+            content, msg.get("name"), str(date) if date else None, None, self.cfg.retrieval
+        )
+        vector = await self._embed(texts.dense)
+        near = await self._neighbours(scope, vector)
+        duplicate = self._repeat_of(content, near, restated=True)
+        if duplicate is not None and duplicate.keep == "old":
+            return [_repeat(duplicate.id, near[duplicate.id], duplicate.rule)]
+        added = await self._insert(msg, scope, metadata, False, (texts, vector))
+        outdated: Outdated = {}
+        if duplicate is not None:  # the new text holds the old one and more
+            outdated[duplicate.id] = (added["id"], _merged(duplicate))
+        if self.cfg.consolidation.supersede:
+            for verdict in _offline_verdicts([(added["id"], content)], near.items()):
+                outdated.setdefault(verdict.old_id, (verdict.new_id, verdict.reason))
+        return [added, *await self._retire_all(outdated, near)]
+
+    async def _settle_extracted(
+        self, items: list[WriteResult], scope: EntityIds
+    ) -> list[WriteResult]:
+        """After mem0's add-only extraction: drop repeats, then let the model retire.
+
+        mem0 writes its facts before the service sees them, so a fact that repeats a kept one
+        is deleted again (its history shows ADD, DELETE) and reported as NONE naming the kept
+        one. The model then judges, in one call for all new facts, which nearest memories they
+        make outdated and which new facts only repeat one in other words (those are deleted
+        again too); an answer that cannot be read falls back to the offline rules."""
+        settings = self.cfg.consolidation
+        added = [i for i in items if i.get("event") == "ADD" and i.get("id")]
+        if not added or not (settings.deduplicate or settings.supersede):
+            return items
+        fresh = {str(i["id"]) for i in added}
+        near: dict[str, str] = {}
+        kept: list[tuple[str, str]] = []
+        results = [i for i in items if i not in added]
+        outdated: Outdated = {}
+        for item in added:
+            new_id, text = str(item["id"]), str(item.get("memory") or "")
+            mine = await self._neighbours(scope, await self._embed(text), exclude=fresh)
+            near.update(mine)
+            duplicate = self._repeat_of(text, mine, restated=False)
+            if duplicate is not None and duplicate.keep == "old":
+                await self.memory.delete(new_id)
+                results.append(_repeat(duplicate.id, mine[duplicate.id], duplicate.rule))
+                continue
+            results.append(item)
+            kept.append((new_id, text))
+            if duplicate is not None:
+                outdated.setdefault(duplicate.id, (new_id, _merged(duplicate)))
+        dropped: set[str] = set()
+        if settings.supersede and kept and near:
+            existing = [(i, t) for i, t in near.items() if i not in outdated]
+            for verdict in await self._judge(kept, existing):
+                if verdict.kind == "same":  # the model found a repeat the text rules missed
+                    dropped.add(verdict.new_id)
+                    await self.memory.delete(verdict.new_id)
+                    results = [r for r in results if r.get("id") != verdict.new_id]
+                    results.append(_repeat(verdict.old_id, near[verdict.old_id], "model"))
+                else:
+                    outdated.setdefault(verdict.old_id, (verdict.new_id, verdict.reason))
+        return [*results, *await self._retire_all(outdated, near, gone=dropped)]
+
+    async def _judge(
+        self, new: list[tuple[str, str]], existing: list[tuple[str, str]]
+    ) -> list[judge.Verdict]:
+        """The extraction model's verdicts, or the text rules' when it fails."""
+        try:
+            return await asyncio.to_thread(
+                judge.judge, lambda messages: chat(self.memory, messages), new, existing
+            )
+        except Exception as exc:  # a model that fails or rambles must not fail the write
+            log.warning(
+                "the model's judgement of outdated memories failed (%s): offline rules decide",
+                type(exc).__name__,
+            )
+        return _offline_verdicts(new, existing)
+
+    # --- the steps every path shares --------------------------------------------------------
+
+    async def _embed(self, text: str) -> list[float]:
+        vector: list[float] = await asyncio.to_thread(
+            self.memory.embedding_model.embed, text, "add"
+        )
+        return vector
+
+    async def _neighbours(
+        self,
+        scope: EntityIds,
+        vector: list[float],
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, str]:
+        """The scope's nearest memories that are not retired: id → text."""
+        hits = await asyncio.to_thread(
+            self.store.search,
+            query="",
+            vectors=vector,
+            top_k=NEIGHBOURS,
+            filters=active_only(scope.filters()),
+        )
+        return {
+            str(h.id): str((h.payload or {}).get("data") or "")
+            for h in hits
+            if str(h.id) not in exclude
+        }
+
+    def _repeat_of(self, text: str, near: Mapping[str, str], restated: bool) -> Duplicate | None:
+        """The near memory `text` repeats (keep "old"), or holds and more (keep "new"), by
+        the text rules; with `restated`, also one it states again in other words."""
+        if not self.cfg.consolidation.deduplicate:
+            return None
+        duplicate = find_duplicate(text, near.items())
+        if duplicate is None and restated:
+            comparable = [(i, t) for i, t in near.items() if same_guards(text, t)]
+            same = restates(text, comparable)
+            duplicate = Duplicate(same, "restated", "old") if same is not None else None
+        return duplicate
+
+    async def _retire_all(
+        self, outdated: Outdated, near: Mapping[str, str], gone: set[str] | None = None
+    ) -> list[WriteResult]:
+        """Retire each outdated memory, in order; never for a successor that is `gone`."""
+        return [
+            await self._retire(old_id, near[old_id], successor, reason)
+            for old_id, (successor, reason) in outdated.items()
+            if successor not in (gone or ())
+        ]
+
+    async def _retire(self, memory_id: str, text: str, successor: str, reason: str) -> WriteResult:
+        now = datetime.now(UTC).isoformat()
+        await retire_memory(
+            self.memory, memory_id, text, retirement_fields(now, successor, reason), now
+        )
+        return {
+            "id": memory_id,
+            "memory": text,
+            "event": "DELETE",
+            "superseded_by": successor,
+            "reason": reason,
+        }
+
+    async def _insert(
+        self,
+        msg: dict[str, Any],
+        scope: EntityIds,
+        metadata: dict[str, Any],
+        turn: bool = True,
+        prepared: tuple[IndexTexts, list[float]] | None = None,
+    ) -> WriteResult:
+        """mem0's `infer=False` insert (`mem0_seam.create_memory`), with our index texts.
+
+        The memory keeps mem0's payload (data, hash, timestamps, role, actor_id) and history
+        row; what differs is what is embedded and keyword-indexed (`retrieval/indexing.py`) and
+        the link to the memory written just before it in the scope (`prev_id`). A fact
+        (`turn` false) comes `prepared`: its texts and vector, computed by the caller.
+        """
+        content, name = msg["content"], msg.get("name")
+        memory_id = str(uuid.uuid4())
+        # claim the link first, so concurrent writes in a scope form one chain
+        previous = None
+        if turn:
+            previous = await self._chain.claim(scope, memory_id, line(content, name))
+        if prepared is None:
+            date = metadata.get("date")
+            texts = index_texts(
+                content,
+                name,
+                str(date) if date else None,
+                previous[1] if previous else None,
+                self.cfg.retrieval,
+            )
+            vector = await self._embed(texts.dense)
+        else:
+            texts, vector = prepared
+        fields = {**metadata, **scope.filters(), "role": msg["role"]}
+        fields[INDEX_KEY] = self._index_version
+        if name:
+            fields["actor_id"] = name
+        if previous:
+            fields[PREV_KEY] = previous[0]
+        await create_memory(self.memory, memory_id, vector, content, texts.lexical, fields)
+        return {
+            "id": memory_id,
+            "memory": content,
+            "event": "ADD",
+            "actor_id": name,
+            "role": msg["role"],
+        }

@@ -1,0 +1,280 @@
+"""The vector store on a Qdrant server (spec.vectorStore.managed / external): mem0's own.
+
+Why a subclass of mem0's `Qdrant` store rather than a store of our own: mem0's store already
+speaks to a server through qdrant-client, gives the collection a `bm25` sparse slot (IDF
+computed by the server) and is what mem0 is tested against. What it lacks is added here: an
+offline BM25 encoder (mem0's is fastembed, a model download), the service's identity rules in
+its filters, the cosine look-up, facet counts, exact counts, re-indexing, backups' scroll, and
+the managed collection layout. That means overriding mem0 internals: this module is the one
+place besides `engine/mem0_seam.py` that touches them; the seam's docstring lists each and
+`tests/unit/service/engine/test_mem0_seam.py` checks them against the installed mem0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+from uuid import UUID
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client.models import (
+    FieldCondition,
+    Filter,
+    HasIdCondition,
+    IsEmptyCondition,
+    MatchValue,
+    PayloadField,
+    Record,
+    ScoredPoint,
+    SparseVector,
+)
+
+from memorystore.scope import IDENTITY_KEYS, OWNER_KEY, confined_to_no_user
+from memorystore.service.retrieval import lexical
+from memorystore.service.stores.embedded import dense_vector
+from memorystore.service.stores.filters import literal_id, refuse_nested_identity
+from memorystore.service.stores.protocol import (
+    FacetValue,
+    Filters,
+    Payload,
+    PointId,
+    VectorStore,
+)
+from memorystore.spec import LexicalTokenizer
+
+__all__ = ["OfflineBm25", "QdrantServerStore"]
+
+if TYPE_CHECKING:
+
+    class Qdrant:
+        """mem0's Qdrant store as this module uses it, typed (mem0 ships no type information,
+        so mypy would take the class for Any and hold the subclass to nothing): the attributes
+        its constructor sets, the methods inherited as they are, the ones overridden."""
+
+        client: QdrantClient
+        collection_name: str
+        embedding_model_dims: int
+        on_disk: bool
+        _bm25_encoder: Any
+        _has_bm25_slot: bool
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+        def create_col(self, vector_size: int, on_disk: bool, distance: Any = ...) -> None: ...
+        def insert(
+            self,
+            vectors: list[list[float]],
+            payloads: list[Payload] | None = None,
+            ids: Sequence[PointId] | None = None,
+        ) -> None: ...
+        def search(
+            self, query: str, vectors: list[float], top_k: int = 5, filters: Filters | None = None
+        ) -> list[ScoredPoint]: ...
+        def search_batch(
+            self,
+            queries: list[str],
+            vectors_list: list[list[float]],
+            top_k: int = 1,
+            filters: Filters | None = None,
+        ) -> list[list[ScoredPoint]]: ...
+        def update(
+            self,
+            vector_id: PointId,
+            vector: list[float] | None = None,
+            payload: Payload | None = None,
+        ) -> None: ...
+        def delete(self, vector_id: PointId) -> None: ...
+        def get(self, vector_id: PointId) -> Record | None: ...
+        def reset(self) -> None: ...
+        def delete_col(self) -> None: ...
+        def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None: ...
+        def _create_filter(self, filters: Filters) -> Filter | None: ...
+        def list(
+            self, filters: Filters | None = None, top_k: int = 100
+        ) -> tuple[list[Record], int | str | UUID | None]: ...
+
+else:
+    from mem0.vector_stores.qdrant import Qdrant
+
+
+class OfflineBm25:
+    """qdrant-edge's BM25 encoder where mem0 expects fastembed's (a model download).
+
+    mem0 reads `.indices.tolist()` / `.values.tolist()` off each result, as from fastembed.
+    """
+
+    def __init__(self, tokenizer: LexicalTokenizer) -> None:
+        self.model = lexical.encoder(tokenizer)
+
+    def embed(self, texts: list[str]) -> Iterable[SimpleNamespace]:
+        for text in texts:
+            vector = self.model.embed_document(text)
+            yield SimpleNamespace(
+                indices=np.asarray(vector.indices), values=np.asarray(vector.values)
+            )
+
+
+class _CreatingWith:
+    """A Qdrant client whose `create_collection` adds `extra` keyword arguments; everything
+    else is the client's own."""
+
+    def __init__(self, client: Any, extra: dict[str, Any]) -> None:
+        self._client = client
+        self._extra = extra
+
+    def create_collection(self, *args: Any, **kwargs: Any) -> Any:
+        return self._client.create_collection(*args, **kwargs, **self._extra)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class QdrantServerStore(Qdrant):
+    """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
+
+    mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
+    encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
+    embedded store is used instead, so hybrid retrieval works the same on both.
+
+    `shard_number` and `replication_factor` (a managed Qdrant's spec.vectorStore.managed
+    shards and replicationFactor) are used when the collection is created; an existing
+    collection is left as it is. Unset: the server's defaults.
+    """
+
+    _bm25_encoder: OfflineBm25 | None
+
+    def __init__(
+        self,
+        *args: Any,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        tokenizer: str = LexicalTokenizer.MULTILINGUAL,
+        **kwargs: Any,
+    ) -> None:
+        self.tokenizer = LexicalTokenizer(tokenizer)
+        # set before mem0's constructor, which creates the collection
+        self.shard_number = shard_number
+        self.replication_factor = replication_factor
+        super().__init__(*args, **kwargs)
+
+    def create_col(
+        self, vector_size: int | None = None, on_disk: bool | None = None, distance: Any = None
+    ) -> None:
+        """mem0's `Qdrant.create_col` (a missing collection is created, an existing one left
+        as it is), with the configured layout; without arguments, this store's own size."""
+        size = self.embedding_model_dims if vector_size is None else vector_size
+        disk = self.on_disk if on_disk is None else on_disk
+        layout = {
+            key: value
+            for key, value in (
+                ("shard_number", self.shard_number),
+                ("replication_factor", self.replication_factor),
+            )
+            if value is not None
+        }
+        extra = {} if distance is None else {"distance": distance}
+        if not layout:
+            super().create_col(size, disk, **extra)
+            return
+        client = self.client
+        self.client = cast(QdrantClient, _CreatingWith(client, layout))
+        try:
+            super().create_col(size, disk, **extra)
+        finally:
+            self.client = client
+
+    def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
+        if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
+            return FieldCondition(key=key, match=MatchValue(value=literal_id(key, value)))
+        return super()._build_field_condition(key, value)
+
+    def _create_filter(self, filters: Filters) -> Filter | None:
+        """mem0's translation with the identity rules of every store (stores/filters.py).
+
+        mem0 recurses through this method for AND/OR/NOT items; identity keys were refused
+        there by the top-level call, so the confinement below applies to the top level only.
+        """
+        if filters:
+            refuse_nested_identity(filters)
+        built = super()._create_filter(filters)
+        if not filters or not confined_to_no_user(filters):
+            return built
+        empty = IsEmptyCondition(is_empty=PayloadField(key=OWNER_KEY))
+        return Filter(must=[empty] if built is None else [built, empty])
+
+    def facet_counts(self, key: str, limit: int) -> dict[FacetValue, int]:
+        hits = self.client.facet(self.collection_name, key=key, limit=limit, exact=True).hits
+        return {hit.value: hit.count for hit in hits}
+
+    def _get_bm25_encoder(self) -> OfflineBm25:
+        if self._bm25_encoder is None:
+            self._bm25_encoder = OfflineBm25(self.tokenizer)
+        return self._bm25_encoder
+
+    def keyword_search(
+        self, query: str, top_k: int = 5, filters: Filters | None = None
+    ) -> list[ScoredPoint] | None:
+        if not self._has_bm25_slot:
+            return None
+        terms = self._get_bm25_encoder().model.embed_query(query)
+        sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
+        hits = self.client.query_points(
+            collection_name=self.collection_name,
+            query=sparse,
+            using="bm25",
+            query_filter=self._create_filter(filters) if filters else None,
+            limit=top_k,
+        )
+        return hits.points
+
+    def cosine(
+        self, vectors: list[float], ids: Sequence[str], filters: Filters | None = None
+    ) -> dict[str, float]:
+        if not ids:
+            return {}
+        scope = self._create_filter(filters) if filters else None
+        only = Filter(must=[HasIdCondition(has_id=list(ids)), *([scope] if scope else [])])
+        hits = self.client.query_points(
+            collection_name=self.collection_name, query=vectors, query_filter=only, limit=len(ids)
+        )
+        return {str(hit.id): hit.score for hit in hits.points}
+
+    def reindex(
+        self, vector_id: PointId, payload: Payload, vector: list[float] | None = None
+    ) -> None:
+        """EdgeVectorStore.reindex on a server: mem0's insert re-encodes the BM25 terms."""
+        if vector is None:
+            points = self.client.retrieve(self.collection_name, ids=[vector_id], with_vectors=True)
+            if not points:
+                return
+            vector = dense_vector(points[0].vector)
+        self.insert(vectors=[vector], payloads=[payload], ids=[vector_id])
+
+    def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
+        """EdgeVectorStore.points on a server: scroll the collection with vectors (backups)."""
+        offset: Any = None
+        while True:
+            records: list[Record]
+            records, offset = self.client.scroll(
+                self.collection_name,
+                limit=batch,
+                offset=offset,
+                with_payload=True,
+                with_vectors=True,
+            )
+            for record in records:
+                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+            if offset is None:
+                return
+
+    def count(self, filters: Filters | None = None) -> int:
+        flt = self._create_filter(filters) if filters else None
+        return self.client.count(self.collection_name, count_filter=flt, exact=True).count
+
+    def close(self) -> None:
+        self.client.close()
+
+
+if TYPE_CHECKING:  # mypy holds the store to the contract
+    _IS_A_VECTOR_STORE: type[VectorStore] = QdrantServerStore
