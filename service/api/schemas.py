@@ -1,4 +1,4 @@
-"""Request bodies of the HTTP API, and how a request's scope is read from them.
+"""Request bodies and parameters of the HTTP API, and how a request's scope is read from them.
 
 Field names follow the mem0 Platform REST API (snake_case), so `mem0.AsyncMemoryClient`
 works unchanged. Options that client sends and the service has no use for are ignored.
@@ -12,6 +12,7 @@ import unicodedata
 import uuid
 from typing import Annotated, Any, Literal
 
+from fastapi import Path, Query
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -30,6 +31,38 @@ from memorystore.scope import (
     id_problem,
 )
 from memorystore.service.engine.core import RESERVED_METADATA_KEYS
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "MAX_BATCH",
+    "MAX_JSON_DEPTH",
+    "AddRequest",
+    "BackupRequest",
+    "BatchDeleteItem",
+    "BatchDeleteRequest",
+    "BatchUpdateItem",
+    "BatchUpdateRequest",
+    "EndSessionRequest",
+    "EntityId",
+    "ExchangeRequest",
+    "ExportDocument",
+    "ExportGetRequest",
+    "ExportRequest",
+    "ExportScope",
+    "ExportedMemory",
+    "HistoryRow",
+    "ListRequest",
+    "Message",
+    "PathId",
+    "QueryId",
+    "RecallRequest",
+    "Retirement",
+    "Scoped",
+    "SearchRequest",
+    "UpdateRequest",
+    "check_metadata",
+    "json_problem",
+]
 
 # Deeper JSON is refused: the vector store cannot read back a payload nested past 128 levels
 # (every later read of that scope would fail), and filters are translated recursively.
@@ -52,6 +85,30 @@ EntityId = Annotated[
         "characters, and not `*` (there is no wildcard).",
         json_schema_extra={"pattern": ID_PATTERN},
     ),
+    AfterValidator(_entity_id),
+]
+
+
+def _entity_id_or_none(value: str | None) -> str | None:
+    return None if value is None else _entity_id(value)
+
+
+# Entity ids in the query and the path: the same grammar as in bodies, refused with 422 when
+# given empty or invalid (`?user_id=`, `?user_id=*`), never read as absent.
+_ID_DOC = "An opaque id, matched exactly: no whitespace, control or format characters, and not `*`."
+QueryId = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description=_ID_DOC,
+        json_schema_extra={"pattern": ID_PATTERN},
+    ),
+    AfterValidator(_entity_id_or_none),
+]
+PathId = Annotated[
+    str,
+    Path(max_length=MAX_ID_CHARS, description=_ID_DOC, json_schema_extra={"pattern": ID_PATTERN}),
     AfterValidator(_entity_id),
 ]
 

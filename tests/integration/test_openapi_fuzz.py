@@ -1,5 +1,8 @@
 """Schema-driven fuzz of the memory service's OpenAPI: no 5xx, conforming answers, no leaks.
 
+Every answer must match what the document says of it: its status, its content type, its
+body's model and its headers (e.g. Idempotent-Replayed on a replayed write).
+
 Schemathesis generates requests for every operation from the schema the app builds
 (`app.openapi()`; the service no longer serves it by default), both valid ones and ones
 that break the schema, and sends them over HTTP to the real service with the tenant key:
@@ -28,6 +31,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -111,6 +115,7 @@ def test_fuzz_every_operation(seeded, tenant, capsys):
         status_code_conformance,
         content_type_conformance,
         response_schema_conformance,
+        response_headers_conformance,
         no_canary,
     ]
 

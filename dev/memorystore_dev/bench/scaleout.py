@@ -69,8 +69,8 @@ def _engine_config(config: Path, data_dir: Path) -> Any:
 
 
 def _fill(config: Path, data_dir: Path, memories: int) -> None:
-    from memorystore.service.app import STATE_MIGRATIONS
     from memorystore.service.engine.core import MemoryEngine
+    from memorystore.service.services import STATE_MIGRATIONS
 
     engine = MemoryEngine(_engine_config(config, data_dir))
     try:
