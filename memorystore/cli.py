@@ -24,7 +24,7 @@ examples:
   memorystore bench locomo --data locomo10.json         recall per retrieval configuration
   memorystore dev cluster                               a local Kubernetes control plane
 
-Configuration reference: README.md ("Service configuration").
+Configuration reference: docs/reference/service-config.md (the service config file).
 """
 
 # Developer tools, provided by the `memorystore.commands` entry point of memorystore-dev
@@ -140,12 +140,18 @@ def _operator(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     import memorystore.operator.handlers  # noqa: F401  (registers the handlers)
+    from memorystore.operator.settings import OperatorSettings, SettingsError
 
     if args.all_namespaces == bool(args.namespace):
         print(
             "memorystore operator: give --namespace (repeatable) or --all-namespaces",
             file=sys.stderr,
         )
+        return 2
+    try:  # checked here too, so a bad value is one line, not kopf's traceback
+        OperatorSettings.from_env(os.environ)
+    except SettingsError as exc:
+        print(f"memorystore operator: {exc}", file=sys.stderr)
         return 2
     if args.metrics_port:
         start_http_server(args.metrics_port)

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import httpx2
 from lightkube import AsyncClient, codecs
+from lightkube.core.client import LabelSelector
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.core_v1 import EventSource, ObjectReference
@@ -45,6 +46,14 @@ async def apply_all(client: AsyncClient, objects: list[dict[str, Any]]) -> None:
         await client.apply(codecs.from_dict(obj), field_manager=FIELD_MANAGER, force=True)
 
 
+def _metadata(obj: Secret) -> ObjectMeta:
+    """A Secret's metadata: one read from the API server always has it (lightkube's models
+    type it optional)."""
+    if obj.metadata is None:
+        raise ValueError("a Secret read from the API server has no metadata")
+    return obj.metadata
+
+
 def _meta(obj: Any) -> dict[str, Any]:
     """The fields of a lightkube object's metadata that `ledger.fingerprint` reads."""
     meta = obj.metadata
@@ -65,7 +74,7 @@ async def apply_changed(
     writes = 0
     for obj in objects:
         key, desired = ledger.child_key(obj), ledger.digest(obj)
-        resource = codecs.from_dict(obj)
+        resource: Any = codecs.from_dict(obj)
         if key[0] not in book.watched:
             try:
                 live = await client.get(type(resource), key[2], namespace=key[1])
@@ -100,11 +109,11 @@ async def ensure_keys(client: AsyncClient, owner: Owner, owned: bool) -> Keys:
         )
         await client.create(codecs.from_dict(keys_secret(owner, keys, owned)))
         return keys
-    if bool(existing.metadata.ownerReferences) != owned:  # deletionPolicy changed
+    if bool(_metadata(existing).ownerReferences) != owned:  # deletionPolicy changed
         refs = keys_secret(owner, Keys("", ""), owned)["metadata"].get("ownerReferences")
         await client.patch(
             Secret,
-            existing.metadata.name,
+            name,
             {"metadata": {"ownerReferences": refs}},
             namespace=owner.namespace,
             patch_type=PatchType.MERGE,
@@ -128,7 +137,8 @@ async def get_or_none(client: AsyncClient, resource: Any, name: str, namespace: 
 
 
 async def get_secret(client: AsyncClient, name: str, namespace: str) -> Secret | None:
-    return await get_or_none(client, Secret, name, namespace)
+    secret: Secret | None = await get_or_none(client, Secret, name, namespace)
+    return secret
 
 
 async def ensure_service_key(
@@ -149,7 +159,7 @@ async def ensure_service_key(
     its reconcile is retried."""
     name = names.service_key_secret_name(owner.name)
     existing = await get_secret(client, name, owner.namespace)
-    stored = keys.read_state(existing.data, existing.metadata.annotations) if existing else None
+    stored = keys.read_state(existing.data, _metadata(existing).annotations) if existing else None
     in_use = None
     if stored is None and known_generation is not None:  # lost after seeding: see keys.decide
         agents = await get_secret(client, names.client_secret_name(owner.name), owner.namespace)
@@ -167,7 +177,7 @@ async def ensure_service_key(
     desired = service_key_secret(owner, decision.state, owned)
     if existing is None:
         await client.create(codecs.from_dict(desired))
-    elif decision.changed or bool(existing.metadata.ownerReferences) != owned:
+    elif decision.changed or bool(_metadata(existing).ownerReferences) != owned:
         await client.patch(
             Secret,
             name,
@@ -183,7 +193,7 @@ def _replacement(desired: dict[str, Any], existing: Secret) -> dict[str, Any]:
     annotations the operator manages (null deletes one), on the resourceVersion read."""
     patch = {k: v for k, v in desired.items() if k in ("data", "metadata")}
     meta = patch["metadata"] = dict(patch["metadata"])
-    meta["resourceVersion"] = existing.metadata.resourceVersion
+    meta["resourceVersion"] = _metadata(existing).resourceVersion
     meta.setdefault("ownerReferences", None)
     annotations = meta["annotations"] = dict(meta["annotations"])
     annotations.setdefault(names.PREVIOUS_KEY_VALID_UNTIL_ANNOTATION, None)
@@ -233,13 +243,14 @@ async def _write_secret(
     if existing is None:
         await client.create(codecs.from_dict(desired))
         return
+    existing_meta = _metadata(existing)
     meta: dict[str, Any] = {
-        "resourceVersion": existing.metadata.resourceVersion,
+        "resourceVersion": existing_meta.resourceVersion,
         "ownerReferences": desired["metadata"].get("ownerReferences") if owned else None,
     }
     stale = {
         k: None
-        for k in (existing.metadata.annotations or {})
+        for k in (existing_meta.annotations or {})
         if k.startswith(CERT_MANAGER_ANNOTATION_PREFIX)
     }
     if stale:  # the Secret was cert-manager's: it is the operator's now
@@ -247,9 +258,9 @@ async def _write_secret(
     data = {k: None for k in (existing.data or {}) if k not in desired["data"]}
     await client.patch(
         Secret,
-        existing.metadata.name,
+        desired["metadata"]["name"],
         {"data": {**data, **desired["data"]}, "metadata": meta},
-        namespace=existing.metadata.namespace,
+        namespace=desired["metadata"]["namespace"],
         patch_type=PatchType.MERGE,
     )
 
@@ -258,7 +269,7 @@ async def _retire_certificate(client: AsyncClient, owner: Owner, secret: Secret 
     """Delete this store's cert-manager Certificate once spec.tls.issuerRef is gone, so
     cert-manager stops rewriting the Secret the operator now issues (only when the Secret
     says cert-manager wrote it, and only a Certificate this store owns)."""
-    annotations = (secret.metadata.annotations or {}) if secret is not None else {}
+    annotations = (_metadata(secret).annotations or {}) if secret is not None else {}
     name = names.certificate_name(owner.name)
     if annotations.get(f"{CERT_MANAGER_ANNOTATION_PREFIX}certificate-name") != name:
         return
@@ -285,7 +296,8 @@ async def ensure_tls(
     tls_name = names.tls_secret_name(owner.name)
     if tls_spec.issuer_ref is not None:
         return await _ensure_certificate(client, owner, spec)
-    ca_existing = await get_secret(client, names.ca_secret_name(owner.name), ns)
+    ca_name = names.ca_secret_name(owner.name)
+    ca_existing = await get_secret(client, ca_name, ns)
     tls_existing = await get_secret(client, tls_name, ns)
     await _retire_certificate(client, owner, tls_existing)
     plan = tls.plan(
@@ -303,11 +315,11 @@ async def ensure_tls(
         level = logging.WARNING if ca_existing is not None else logging.INFO
         log.log(level, "%s: issuing a new CA: %s", where, plan.ca_reason)
         await _write_secret(client, ca_secret(owner, plan.ca_data, owned), ca_existing, owned)
-    elif ca_existing is not None and bool(ca_existing.metadata.ownerReferences) != owned:
+    elif ca_existing is not None and bool(_metadata(ca_existing).ownerReferences) != owned:
         refs = ca_secret(owner, {}, owned)["metadata"].get("ownerReferences")
         await client.patch(
             Secret,
-            ca_existing.metadata.name,
+            ca_name,
             {"metadata": {"ownerReferences": refs}},
             namespace=ns,
             patch_type=PatchType.MERGE,
@@ -352,7 +364,9 @@ async def _ensure_certificate(client: AsyncClient, owner: Owner, spec: MemorySto
     return TLSState(ca_cert=issued.get(names.CA_CERT) or None)
 
 
-async def get_workload(client: AsyncClient, kind: str, name: str, namespace: str) -> dict | None:
+async def get_workload(
+    client: AsyncClient, kind: str, name: str, namespace: str
+) -> dict[str, Any] | None:
     obj = await get_or_none(client, WORKLOAD_TYPES[kind], name, namespace)
     return None if obj is None else obj.to_dict()
 
@@ -361,9 +375,10 @@ async def pending_claims(
     client: AsyncClient, namespace: str, selector: dict[str, str]
 ) -> list[str]:
     """PersistentVolumeClaims of this store that are not Bound (e.g. no StorageClass)."""
+    labels: LabelSelector = {**selector}
     names = []
-    async for pvc in client.list(PersistentVolumeClaim, namespace=namespace, labels=selector):
-        if (pvc.status and pvc.status.phase) != "Bound":
+    async for pvc in client.list(PersistentVolumeClaim, namespace=namespace, labels=labels):
+        if (pvc.status and pvc.status.phase) != "Bound" and pvc.metadata and pvc.metadata.name:
             names.append(pvc.metadata.name)
     return sorted(names)
 

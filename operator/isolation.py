@@ -17,7 +17,7 @@ from memorystore.spec import MemoryStoreSpec
 
 
 def client_pod_labels(store: str) -> dict[str, str]:
-    """The label an agent pod carries to reach this store's service (README's pod snippet)."""
+    """The label an agent pod carries to reach this store's service (docs/kubernetes.md)."""
     return {CLIENT_POD_LABEL: store}
 
 

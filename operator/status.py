@@ -313,6 +313,7 @@ def _backup_conditions(
             now,
             gen,
         )
+    reason: ConditionReason
     if svc_reason in (R.BACKUP_NOT_FOUND, R.BACKUP_NOT_READY, R.RESTORE_FAILED):
         reason, message = svc_reason, svc_msg
     else:

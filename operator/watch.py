@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lightkube import ALL_NS, AsyncClient
+from lightkube.core.client import LabelSelector
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
@@ -29,7 +30,7 @@ from memorystore.operator import ledger, names
 
 log = logging.getLogger("memorystore.operator")
 
-MANAGED = {"app.kubernetes.io/managed-by": "memorystore-operator"}
+MANAGED: LabelSelector = {"app.kubernetes.io/managed-by": "memorystore-operator"}
 WATCHED = (
     ConfigMap,
     Service,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memorystore.operator.settings import RESYNC_SECONDS
 from memorystore_dev.devcluster.cluster import free_port
 
 
@@ -22,7 +23,7 @@ def start_operator(
     nobody drains blocks the operator once it fills)."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     if resync_seconds is not None:
-        env["MEMORYSTORE_OPERATOR_RESYNC_SECONDS"] = str(resync_seconds)
+        env[RESYNC_SECONDS] = str(resync_seconds)
     argv = [
         sys.executable,
         "-m",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 from memorystore.operator import names
 from memorystore.operator.builders.model import Owner
@@ -138,6 +138,10 @@ def service_port(name: str, port: int) -> dict[str, Any]:
     return {"name": name, "port": port, "protocol": "TCP", "targetPort": name}
 
 
+@overload
+def canonical(value: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def canonical(value: Any) -> Any: ...
 def canonical(value: Any) -> Any:
     """Sorted keys at every level (list order is meaningful and kept), and no shared
     sub-dicts between children, so callers may mutate what they get."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -19,18 +17,10 @@ class Owner:
 
 @dataclass(frozen=True)
 class Images:
-    """Default images, from the operator's settings (the Helm chart sets them)."""
+    """Default images, from the operator's settings (`settings.py`: the Helm chart sets them)."""
 
     service: str = "ghcr.io/memorystore/memory-service:0.1.0"
     qdrant: str = "qdrant/qdrant:v1.16.1"
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Images:
-        """MEMORYSTORE_SERVICE_IMAGE / MEMORYSTORE_QDRANT_IMAGE (the chart's values) win."""
-        return cls(
-            service=env.get("MEMORYSTORE_SERVICE_IMAGE") or cls.service,
-            qdrant=env.get("MEMORYSTORE_QDRANT_IMAGE") or cls.qdrant,
-        )
 
 
 @dataclass(frozen=True)
@@ -47,27 +37,12 @@ class Keys:
 @dataclass(frozen=True)
 class OperatorPods:
     """Where the operator's own pods are, so a store's NetworkPolicy admits them to the
-    memory service (the operator calls its backup API). From the chart's env vars; running
-    outside a cluster there are none, and no peer is added."""
+    memory service (the operator calls its backup API). From the operator's settings
+    (`settings.py`: the chart's env vars); running outside a cluster there are none, and no
+    peer is added."""
 
     namespace: str
     labels: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> OperatorPods | None:
-        """MEMORYSTORE_OPERATOR_NAMESPACE and MEMORYSTORE_OPERATOR_POD_LABELS (a JSON object
-        of the pods' labels); None unless both are set and the labels are a non-empty object
-        of strings (an empty selector would admit every pod of that namespace)."""
-        namespace = env.get("MEMORYSTORE_OPERATOR_NAMESPACE", "").strip()
-        try:
-            labels = json.loads(env.get("MEMORYSTORE_OPERATOR_POD_LABELS") or "null")
-        except ValueError:
-            return None
-        if not namespace or not isinstance(labels, dict) or not labels:
-            return None
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
-            return None
-        return cls(namespace, tuple(sorted(labels.items())))
 
 
 @dataclass(frozen=True)

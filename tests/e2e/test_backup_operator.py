@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from memorystore.operator import backups, names
+from memorystore.operator import names
+from memorystore.operator.backup_plan import SCHEDULED_LABEL, SLOT_ANNOTATION
 from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
 from memorystore.operator.builders.paths import BACKUP_DIR, RESTORE_DIR
 from memorystore.operator.crd import BACKUP_CRD_NAME, BACKUP_CRD_PATH
+from memorystore.operator.settings import BACKUP_WAIT_SECONDS
 from memorystore_dev.devcluster.target import Kube
 from support.stores import create_store
 from support.waiting import wait_for
@@ -38,7 +40,7 @@ def backup_crd(kube: Kube) -> str:
 @pytest.fixture
 def quick_backups(monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator waits 20 s, not 10 minutes, for a service that never comes."""
-    monkeypatch.setenv("MEMORYSTORE_OPERATOR_BACKUP_WAIT_SECONDS", "20")
+    monkeypatch.setenv(BACKUP_WAIT_SECONDS, "20")
 
 
 def backup(kube: Kube, namespace: str, name: str, store: str, **meta: Any) -> None:
@@ -202,11 +204,9 @@ def test_a_schedule_creates_one_backup_per_slot_and_retention_prunes_the_oldest(
     claim(kube, namespace, "s-b")
     old = ["s-202601010300", "s-202601020300", "s-202601030300"]
     for day, name in enumerate(old, start=1):
-        labels = {names.STORE_LABEL: "s", backups.SCHEDULED_LABEL: "true"}
+        labels = {names.STORE_LABEL: "s", SCHEDULED_LABEL: "true"}
         slot = f"2026-01-0{day}T03:00:00Z"
-        backup(
-            kube, namespace, name, "s", labels=labels, annotations={backups.SLOT_ANNOTATION: slot}
-        )
+        backup(kube, namespace, name, "s", labels=labels, annotations={SLOT_ANNOTATION: slot})
         finished(kube, namespace, name, claimName="s-b", scheduled=True)
     # an on-demand backup, older than all of them, is never pruned
     backup(kube, namespace, "s-by-hand", "s")
@@ -228,9 +228,9 @@ def test_a_schedule_creates_one_backup_per_slot_and_retention_prunes_the_oldest(
     (made,) = wait_for(new_ones, timeout=90)
     assert made.startswith("s-2") and len(made) == len("s-202601010300")
     body = listed()[made]
-    assert body["metadata"]["labels"][backups.SCHEDULED_LABEL] == "true"
+    assert body["metadata"]["labels"][SCHEDULED_LABEL] == "true"
     assert not body["metadata"].get("ownerReferences")  # it outlives the store
-    assert body["metadata"]["annotations"][backups.SLOT_ANNOTATION].endswith(":00Z")
+    assert body["metadata"]["annotations"][SLOT_ANNOTATION].endswith(":00Z")
     # it runs, and fails here (no service answers); retention still keeps 2 Succeeded
     failed(kube, namespace, made, timeout=90)
     assert backup_status(kube, namespace, made)["scheduled"] is True

@@ -370,7 +370,7 @@ def test_an_embedded_store_is_ready_as_one_pod_without_qdrant_children(
 def test_two_stores_admitting_the_same_agent_pods_are_warned_about(
     kube: Kube, namespace: str, operator: subprocess.Popen
 ):
-    """The README's mistake: two tenants in one namespace both admitting `app: agent`."""
+    """The mistake docs/kubernetes.md warns of: two tenants in a namespace admit `app: agent`."""
     for name in ("acme", "globex"):
         kube.apply(
             "apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"

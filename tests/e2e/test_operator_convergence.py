@@ -18,7 +18,7 @@ from lightkube.types import PatchType
 
 from memorystore.operator import names
 from memorystore.operator.builders.configs import config_checksum
-from memorystore.operator.handlers import MemoryStoreResource
+from memorystore.operator.resources import MemoryStoreResource
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
 from memorystore_dev.metrics_text import sample_sum

@@ -59,10 +59,10 @@ tests/unit/charts/test_chart.py keeps the same rules as a literal, each with whe
 
 In every watched namespace (a Role per namespace, or the ClusterRole when cluster-wide):
 - memorystores list, watch: kopf's watch of the handled resource (handlers.on_change) and
-  the resync loop's client.list (handlers.resync).
+  the resync loop's client.list (resync.resync).
 - memorystores patch: kopf keeps its progress and diff-base annotations on the object.
 - memorystores/status patch: kopf writes the status the handler returns; the resync loop
-  merge-patches it (handlers._resync_one).
+  merge-patches it (reconcile.Reconciler._reconcile_live).
 - memorystores/finalizers update: children carry an owner reference with
   blockOwnerDeletion: true (builders.owner_reference); where the
   OwnerReferencesPermissionEnforcement admission plugin is on, that needs update on the
@@ -70,7 +70,7 @@ In every watched namespace (a Role per namespace, or the ClusterRole when cluste
   also wants delete on an existing object whose ownerReferences change: only a
   deletionPolicy change does that, to the keys Secret and the data claim. delete is not
   granted, so there such a change is refused until the operator's Role allows it.)
-- events create: handlers._event on a phase change, and kopf's own warning events.
+- events create: reconcile._event on a phase change, and kopf's own warning events.
 - secrets get, create, patch: apply.ensure_keys reads or creates <store>-keys and patches
   its ownerReferences; apply.ensure_service_key reads <store>-service-key (and, if it was
   lost, <store>-client), creates it and merge-patches it on a key rotation or expiry;
@@ -88,7 +88,7 @@ In every watched namespace (a Role per namespace, or the ClusterRole when cluste
   backups.keep_schedule lists a store's scheduled backups, creates the one due and deletes
   those past spec.backup.retention. memorystorebackups/status patch: backups._set_status.
 - persistentvolumeclaims get: backups.claim_exists (the backup target of spec.backup.volume).
-- pods list: backups.service_pods, whose restore init container backups.restore_failure reads.
+- pods list: backups.service_pods, whose restore init container backup_plan.restore_failure reads.
 - certificates.cert-manager.io get, create, patch, delete: with spec.tls.issuerRef,
   apply.ensure_tls server-side applies the store's Certificate; once issuerRef is removed it
   reads that Certificate and deletes it if the store owns it, so cert-manager stops

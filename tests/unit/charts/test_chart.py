@@ -13,6 +13,8 @@ A helm that cannot be built is a failure here, never a skip.
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -27,13 +29,14 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, all_versions
 from lightkube import codecs
 
+import memorystore.operator
 from memorystore.cli import build_parser
-from memorystore.operator import apply, backups, builders, handlers, watch
-from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner
+from memorystore.operator import builders, settings
+from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.crd import BACKUP_CRD_PATH, CRD_PATH
 from memorystore.spec import MemoryStoreSpec
-from memorystore_dev.devcluster.build import ensure_tools
+from memorystore_dev.devcluster.tools import ensure_tools
 from support.paths import REPO
 
 ROOT = REPO
@@ -55,12 +58,12 @@ Rules = dict[tuple[str, str], set[str]]
 # (apiGroup, resource) -> verbs, in every namespace the operator watches.
 NAMESPACED_RULES: Rules = {
     # kopf watches the handled resource (handlers.on_change: @kopf.on.create/update/resume),
-    # and the resync loop lists the stores (handlers.resync: client.list); every reconcile
-    # reads the live object first (handlers.Reconciler._reconcile_live: client.get);
+    # and the resync loop lists the stores (resync.resync: client.list); every reconcile
+    # reads the live object first (reconcile.Reconciler._reconcile_live: client.get);
     # patch: kopf keeps its progress and diff-base annotations on the object
     # (handlers.configure: AnnotationsProgressStorage / AnnotationsDiffBaseStorage).
     ("memorystore.dev", "memorystores"): {"get", "list", "watch", "patch"},
-    # handlers.Reconciler._reconcile_live merge-patches MemoryStoreResource.Status when the
+    # reconcile.Reconciler._reconcile_live merge-patches MemoryStoreResource.Status when the
     # status changed.
     ("memorystore.dev", "memorystores/status"): {"patch"},
     # Children carry an owner reference with blockOwnerDeletion: true
@@ -70,7 +73,7 @@ NAMESPACED_RULES: Rules = {
     # object whose ownerReferences change, which only a deletionPolicy change does, to the
     # keys Secret and the data claim; delete is deliberately not granted.)
     ("memorystore.dev", "memorystores/finalizers"): {"update"},
-    # handlers._event posts a core/v1 Event on a phase change; kopf posts its own
+    # reconcile._event posts a core/v1 Event on a phase change; kopf posts its own
     # warnings as core/v1 Events (settings.posting.level = WARNING).
     ("", "events"): {"create"},
     # apply.ensure_keys: get <store>-keys, create it once, patch its ownerReferences;
@@ -318,7 +321,7 @@ def test_the_command_line_parses_with_the_real_cli_and_the_probes_hit_its_endpoi
 def test_the_operator_gets_the_children_images_from_the_values(helm: Path):
     env = {e["name"]: e["value"] for e in container(render(helm))["env"] if "value" in e}
     # the chart's defaults are the operator's own
-    assert Images.from_env(env) == Images()
+    assert settings.OperatorSettings.from_env(env).images == Images()
     assert env["MEMORYSTORE_SERVICE_IMAGE"] == Images.service
     assert env["MEMORYSTORE_QDRANT_IMAGE"] == Images.qdrant
     custom = render(
@@ -329,13 +332,14 @@ def test_the_operator_gets_the_children_images_from_the_values(helm: Path):
         "images.qdrant=registry.example.com/qdrant/qdrant:v9.9.9",
     )
     env = {e["name"]: e["value"] for e in container(custom)["env"] if "value" in e}
-    assert Images.from_env(env) == Images(
+    assert settings.OperatorSettings.from_env(env).images == Images(
         service="registry.example.com/ms/memory-service:9.9.9",
         qdrant="registry.example.com/qdrant/qdrant:v9.9.9",
     )
-    # the resync period is the variable handlers.py reads
+    # the resync period is the variable the operator's settings read
     assert env["MEMORYSTORE_OPERATOR_RESYNC_SECONDS"] == "30"
-    assert '"MEMORYSTORE_OPERATOR_RESYNC_SECONDS"' in Path(handlers.__file__).read_text()
+    assert '"MEMORYSTORE_OPERATOR_RESYNC_SECONDS"' in Path(settings.__file__).read_text()
+    assert settings.OperatorSettings.from_env(env).resync_seconds == 30
 
 
 # --- RBAC -----------------------------------------------------------------------------------
@@ -446,7 +450,11 @@ def _resource_types(module: Any) -> set[tuple[str, str]]:
 
 
 def test_the_rules_cover_every_resource_type_and_call_of_the_operator():
-    modules = (handlers, apply, watch, backups)
+    # every module of the operator, wherever a call moves
+    modules = [
+        importlib.import_module(module.name)
+        for module in pkgutil.iter_modules(memorystore.operator.__path__, "memorystore.operator.")
+    ]
     calls = set().union(*(_client_calls(m) for m in modules))
     assert calls <= CLIENT_VERBS.keys(), (
         f"the operator now calls client.{sorted(calls - CLIENT_VERBS.keys())}: add the verbs "
@@ -498,13 +506,15 @@ def test_the_operator_knows_its_own_pods_for_the_stores_network_policies(helm: P
         "fieldRef": {"fieldPath": "metadata.namespace"}
     }
     labels = env["MEMORYSTORE_OPERATOR_POD_LABELS"]["value"]
-    pods = OperatorPods.from_env(
+    pods = settings.OperatorSettings.from_env(
         {"MEMORYSTORE_OPERATOR_NAMESPACE": NAMESPACE, "MEMORYSTORE_OPERATOR_POD_LABELS": labels}
-    )
+    ).operator_pods
     assert pods is not None and pods.namespace == NAMESPACE
     assert dict(pods.labels) == deployment["spec"]["selector"]["matchLabels"]
     assert dict(pods.labels).items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    assert '"MEMORYSTORE_OPERATOR_POD_LABELS"' in Path(builders.model.__file__).read_text()
+    assert '"MEMORYSTORE_OPERATOR_POD_LABELS"' in Path(settings.__file__).read_text()
+    # and every variable of ours the chart sets is one the operator's settings read
+    assert {name for name in env if name.startswith("MEMORYSTORE_")} <= set(settings.VARIABLES)
 
 
 def test_the_crd_can_be_left_out(helm: Path):

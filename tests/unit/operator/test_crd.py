@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from typing import Any
 
 import pytest
 import yaml
 from pydantic import Field
 
-from memorystore.operator import crd
+from memorystore.operator import crd, crd_rules
+from memorystore.operator.crd_schema import node_at, structural_schema
 from memorystore.spec import (
     OFFLINE_EMBEDDER_DIMS,
     EmbedderProvider,
@@ -75,7 +77,7 @@ def test_checked_in_yaml_is_a_fresh_render():
                     checked_in.splitlines(keepends=True),
                     fresh.splitlines(keepends=True),
                     "crds/memorystore.yaml (checked in)",
-                    "render_yaml() (from memorystore/spec.py)",
+                    "render_yaml() (from memorystore/spec/)",
                 )
             )[:60]
         )
@@ -88,7 +90,7 @@ def test_checked_in_yaml_is_a_fresh_render():
 
 def test_header_says_the_file_is_generated_and_how():
     head = crd.render_yaml().splitlines()[:2]
-    assert head[0].startswith("# GENERATED from memorystore/spec.py")
+    assert head[0].startswith("# GENERATED from memorystore/spec/ ")
     assert crd.REGENERATE_COMMAND in head[1]
     assert yaml.safe_load(crd.render_yaml()) == crd.render_crd()
 
@@ -152,7 +154,7 @@ def test_a_sub_model_field_without_description_fails_the_render_with_its_path():
         inner: Inner = Field(default_factory=Inner, description="Documented.")
 
     with pytest.raises(ValueError, match=r"^spec\.inner\.bare has no description"):
-        crd.structural_schema(Outer, "spec")
+        structural_schema(Outer, "spec")
 
 
 def test_a_field_type_without_structural_form_fails_the_render():
@@ -160,7 +162,7 @@ def test_a_field_type_without_structural_form_fails_the_render():
         value: int | str = Field(1, description="Number or text.")
 
     with pytest.raises(ValueError, match=r"spec\.value: a union of 2 types"):
-        crd.structural_schema(Either, "spec")
+        structural_schema(Either, "spec")
 
 
 def test_schema_is_structural(schema):
@@ -209,23 +211,23 @@ def test_a_given_choice_is_not_defaulted_over(schema):
 
 def test_constraints_come_from_the_model(schema):
     spec = schema["properties"]["spec"]
-    assert crd._node(spec, "spec.scope")["enum"] == [s.value for s in Scope]
-    assert crd._node(spec, "spec.embedder.provider")["enum"] == [p.value for p in EmbedderProvider]
-    top_k = crd._node(spec, "spec.recall.topK")
+    assert node_at(spec, "spec.scope")["enum"] == [s.value for s in Scope]
+    assert node_at(spec, "spec.embedder.provider")["enum"] == [p.value for p in EmbedderProvider]
+    top_k = node_at(spec, "spec.recall.topK")
     assert (top_k["type"], top_k["minimum"], top_k["maximum"]) == ("integer", 1, 100)
-    assert crd._node(spec, "spec.recall.threshold")["type"] == "number"
-    assert crd._node(spec, "spec.vectorStore.collection")["pattern"] == r"^[A-Za-z0-9_-]{1,64}$"
-    assert crd._node(spec, "spec.vectorStore.external")["required"] == ["url"]
-    assert crd._node(spec, "spec.service.resources.requests.*")["type"] == "string"
-    assert crd._node(spec, "spec.allowedAgentPods.matchLabels")["additionalProperties"] == {
+    assert node_at(spec, "spec.recall.threshold")["type"] == "number"
+    assert node_at(spec, "spec.vectorStore.collection")["pattern"] == r"^[A-Za-z0-9_-]{1,64}$"
+    assert node_at(spec, "spec.vectorStore.external")["required"] == ["url"]
+    assert node_at(spec, "spec.service.resources.requests.*")["type"] == "string"
+    assert node_at(spec, "spec.allowedAgentPods.matchLabels")["additionalProperties"] == {
         "type": "string"
     }
-    assert "default" not in crd._node(spec, "spec.llm")  # Optional: absent, not null
+    assert "default" not in node_at(spec, "spec.llm")  # Optional: absent, not null
 
 
 def rules_at(schema: dict[str, Any], path: str) -> list[dict[str, Any]]:
     root = schema["properties"][path.split(".")[0]]
-    return crd._node(root, path).get("x-kubernetes-validations", [])
+    return node_at(root, path).get("x-kubernetes-validations", [])
 
 
 def test_every_rule_message_names_the_field_it_guards(schema):
@@ -304,23 +306,24 @@ def test_the_embedding_model_can_be_neither_changed_nor_added_nor_removed(schema
             f"&& (!has(self.{name}) || self.{name} == oldSelf.{name})"
         )
         assert rule["message"].startswith(f"spec.embedder.{name} cannot be changed, added or ")
-        assert "see README: Changing tiers or the embedding model" in rule["message"]
+        assert f"see {crd_rules.MIGRATION_PAGE})" in rule["message"]
     assert not rules_at(schema, "spec.embedder.dimensions")  # folded into the above
 
 
-def test_every_migration_message_points_at_a_readme_section_that_exists(schema):
-    readme = (crd.CRD_PATH.parents[1] / "README.md").read_text()
-    assert f"### {crd.MIGRATION_SECTION}\n" in readme
+def test_every_migration_message_points_at_a_docs_page_that_exists(schema):
+    page = (crd.CRD_PATH.parents[1] / crd_rules.MIGRATION_PAGE).read_text()
+    assert re.search(rf"^#+ {re.escape(crd_rules.MIGRATION_TITLE)}$", page, re.M)
     pointing = [
         rule["message"]
         for _, node in walk(schema)
         for rule in node.get("x-kubernetes-validations", [])
-        if "see README" in rule["message"]
+        if "see docs/" in rule["message"]
     ]
     # vector tier, history tier, provider, model, baseUrl, dimensions, shards, copies
     assert len(pointing) == 8
     for message in pointing:
-        assert f"see README: {crd.MIGRATION_SECTION})" in message
+        assert f"see {crd_rules.MIGRATION_PAGE})" in message
+    assert "README" not in crd.render_yaml() + crd.render_yaml(crd.render_backup_crd)
 
 
 def test_managed_qdrant_redundancy_rules(schema):
@@ -335,7 +338,7 @@ def test_managed_qdrant_redundancy_rules(schema):
         )
         assert rule["message"].startswith(f"spec.vectorStore.managed.{name} cannot be changed: ")
         assert "the collection was created with" in rule["message"]
-    managed = crd._node(schema["properties"]["spec"], "spec.vectorStore.managed")
+    managed = node_at(schema["properties"]["spec"], "spec.vectorStore.managed")
     for name, maximum in (("shards", 64), ("replicationFactor", 9)):
         node = managed["properties"][name]
         assert (node["type"], node["default"], node["minimum"], node["maximum"]) == (
@@ -347,7 +350,7 @@ def test_managed_qdrant_redundancy_rules(schema):
 
 
 def test_service_replicas_start_at_one_and_say_how_to_scale_to_zero(schema):
-    replicas = crd._node(schema["properties"]["spec"], "spec.service.replicas")
+    replicas = node_at(schema["properties"]["spec"], "spec.service.replicas")
     assert replicas["minimum"] == 1
     assert "to scale to zero use spec.suspend (data kept)" in replicas["description"]
 
@@ -356,7 +359,7 @@ def test_every_condition_reason_is_documented(schema):
     from memorystore.spec import CONDITION_REASONS, ConditionReason
 
     assert set(CONDITION_REASONS) == set(ConditionReason)
-    reason = crd._node(schema["properties"]["status"], "status.conditions[].reason")
+    reason = node_at(schema["properties"]["status"], "status.conditions[].reason")
     assert reason["type"] == "string" and "enum" not in reason  # never refuse a status
     for member, meaning in CONDITION_REASONS.items():
         assert f"{member.value}: {meaning}" in reason["description"]
@@ -426,7 +429,7 @@ def test_backup_crd_schema_is_structural_documented_and_from_the_model(backup_sc
 
 
 def test_the_backup_spec_of_a_store(schema):
-    backup = crd._node(schema["properties"]["spec"], "spec.backup")
+    backup = node_at(schema["properties"]["spec"], "spec.backup")
     assert backup["required"] == ["volume"]
     assert backup["properties"]["retention"] == {
         **backup["properties"]["retention"],
@@ -436,9 +439,9 @@ def test_the_backup_spec_of_a_store(schema):
     }
     assert "pattern" in backup["properties"]["schedule"]
     assert backup["properties"]["volume"]["required"] == ["claimName"]
-    restore = crd._node(schema["properties"]["spec"], "spec.restore")
+    restore = node_at(schema["properties"]["spec"], "spec.restore")
     assert restore["required"] == ["fromBackup"]
-    assert "default" not in crd._node(schema["properties"]["spec"], "spec.backup")
+    assert "default" not in node_at(schema["properties"]["spec"], "spec.backup")
 
 
 # --- PostgreSQL (spec.historyDb.postgres, spec.vectorStore.postgres) --------------------------
@@ -446,7 +449,7 @@ def test_the_backup_spec_of_a_store(schema):
 
 def test_the_postgres_fields_come_from_the_model(schema):
     spec = schema["properties"]["spec"]
-    history = crd._node(spec, "spec.historyDb.postgres")
+    history = node_at(spec, "spec.historyDb.postgres")
     assert history["required"] == ["dsnSecretRef"]
     pool = history["properties"]["poolSize"]
     assert (pool["type"], pool["default"], pool["minimum"], pool["maximum"]) == (
@@ -462,7 +465,7 @@ def test_the_postgres_fields_come_from_the_model(schema):
         True,
     )
     assert timeout["maximum"] == 600
-    vectors = crd._node(spec, "spec.vectorStore.postgres")
+    vectors = node_at(spec, "spec.vectorStore.postgres")
     assert "required" not in vectors  # `postgres: {}`: the history's database
     assert set(vectors["properties"]) == {"dsnSecretRef", "hnswEfSearch"}
     ef = vectors["properties"]["hnswEfSearch"]

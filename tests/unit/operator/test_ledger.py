@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memorystore.operator import handlers, ledger, watch
+from memorystore.operator import ledger, watch
 
 KEY = ("ConfigMap", "tenant", "acme-memory")
 
@@ -147,28 +145,3 @@ def test_a_foreign_config_map_edit_is_drift_and_its_echo_is_not():
     assert asked == []
     events.handle("MODIFIED", {**cm, "metadata": {**cm["metadata"], "resourceVersion": "10"}})
     assert asked == [("t", "acme")]
-
-
-async def test_reconciles_of_one_store_never_overlap_and_pile_ups_collapse():
-    class Probe(handlers.Reconciler):
-        def __init__(self) -> None:
-            super().__init__(client=None)  # type: ignore[arg-type]
-            self.inside = 0
-            self.peak = 0
-            self.runs = 0
-
-        async def _reconcile_live(self, namespace: str, name: str) -> None:
-            self.inside += 1
-            self.peak = max(self.peak, self.inside)
-            self.runs += 1
-            await asyncio.sleep(0.01)
-            self.inside -= 1
-
-    probe = Probe()
-    await asyncio.gather(*(probe.run("t", "a") for _ in range(50)))
-    assert probe.peak == 1
-    # The first runs, one more waits; the 48 others find one waiting and return.
-    assert probe.runs == 2
-    await asyncio.gather(*(probe.run("t", name) for name in "abcdefghij"))
-    assert probe.runs == 12
-    assert len(probe._locks) == 0

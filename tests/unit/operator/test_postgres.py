@@ -14,7 +14,7 @@ import yaml
 from lightkube.core.exceptions import ApiError
 
 from memorystore.config import PostgresConnection, ServiceConfig, load_model
-from memorystore.operator import backups, handlers, names
+from memorystore.operator import backups, names, reconcile
 from memorystore.operator.builders import desired_children, expected_workloads
 from memorystore.operator.builders.configs import render_service_config, service_config
 from memorystore.operator.builders.model import Images, Keys, Owner
@@ -43,7 +43,8 @@ IMAGES = Images()
 CNPG = {"name": "acme-pg-app", "key": "uri"}  # a CloudNativePG cluster's app Secret
 VECTORS_DB = {"name": "acme-vectors-app", "key": "uri"}
 PG_HISTORY = {"postgres": {"dsnSecretRef": CNPG}}
-# The spec the README shows: state and vectors in one CloudNativePG database, 3 replicas.
+# The spec docs/operations/postgres.md shows: state and vectors in one CloudNativePG database,
+# 3 replicas.
 REPLICATED = {
     "historyDb": PG_HISTORY,
     "vectorStore": {"postgres": {}},
@@ -386,11 +387,11 @@ def test_the_service_may_reach_a_database_anywhere_because_egress_is_not_restric
 
 def test_the_dsn_secrets_are_checked_like_every_other_reference():
     own = ACCEPTED["vectors-in-their-own-database"]
-    assert handlers.secret_refs(spec_of(own)) == {
+    assert reconcile.secret_refs(spec_of(own)) == {
         "spec.historyDb.postgres.dsnSecretRef": ("acme-pg-app", "uri"),
         "spec.vectorStore.postgres.dsnSecretRef": ("acme-vectors-app", "uri"),
     }
-    assert handlers.secret_refs(spec_of(REPLICATED)) == {
+    assert reconcile.secret_refs(spec_of(REPLICATED)) == {
         "spec.historyDb.postgres.dsnSecretRef": ("acme-pg-app", "uri")
     }
 

