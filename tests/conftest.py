@@ -101,7 +101,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     longer than a test may. Outermost, so it runs before pytest-timeout arms its timer. A
     failed build is left to the test's own fixture, which fails with the build's message."""
     if needed := tools_needed(item):
-        from memorystore_dev.devcluster.build import ensure_tools
+        from memorystore_dev.devcluster.tools import ensure_tools
 
         with contextlib.suppress(Exception):
             ensure_tools(needed, log=lambda _: None)

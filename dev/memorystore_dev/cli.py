@@ -97,7 +97,6 @@ def _bench_consistency(args: argparse.Namespace) -> int:
         users=args.users,
         embedder=args.embedder,
         as_json=args.json,
-        tiers=[t for t in args.tier.split(",") if t],
     )
 
 
@@ -117,18 +116,24 @@ def _bench_pg_lexical(args: argparse.Namespace) -> int:
     return run_pg_lexical_bench(users=args.users, as_json=args.json)
 
 
+def _bench_rules(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.rules import run_rules_bench
+
+    return run_rules_bench(calls=args.calls, rounds=args.rounds, as_json=args.json)
+
+
 def _dev_tools(args: argparse.Namespace) -> int:
-    from memorystore_dev.devcluster import build
+    from memorystore_dev.devcluster import tools
     from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS
 
     if args.tools:
-        code = build.main(["--tools", args.tools])
+        code = tools.main(["--tools", args.tools])
     else:
         # The control plane's first (the simulated-node cluster tests wait for those), then
         # the real node's: `make test` runs this in the background while tests go on.
-        code = build.main(["--tools", ",".join(CLUSTER_TOOLS + CLIENT_TOOLS)]) or build.main([])
+        code = tools.main(["--tools", ",".join(CLUSTER_TOOLS + CLIENT_TOOLS)]) or tools.main([])
     if code == 0:
-        build.kwok_stages()
+        tools.kwok_stages()
     return code
 
 
@@ -136,9 +141,9 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from memorystore_dev.devcluster.build import ensure_tools
     from memorystore_dev.devcluster.cluster import LocalCluster
     from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, REAL_NODE_TOOLS
+    from memorystore_dev.devcluster.tools import ensure_tools
 
     node = None
     if args.real_node:
@@ -322,6 +327,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pgl.add_argument("--users", type=int, metavar="N", help="only the first N users")
     pgl.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pgl.set_defaults(func=_bench_pg_lexical)
+
+    rlb = bench_sub.add_parser(
+        "rules",
+        help="what the offline text rules cost per write: de-duplication and supersession",
+        description="Per language (the consistency data set's English and Chinese texts): "
+        "microseconds per de-duplication pair and per supersession check against 10 older "
+        "memories, with the per-text analyses cached (as on a write) and uncached; the best "
+        "of N rounds.",
+    )
+    rlb.add_argument("--calls", type=int, default=200, help="calls per figure (default 200)")
+    rlb.add_argument("--rounds", type=int, default=5, help="rounds, the best kept (default 5)")
+    rlb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    rlb.set_defaults(func=_bench_rules)
 
     dev = sub.add_parser("dev", help=TOOL_COMMANDS["dev"])
     dev_sub = dev.add_subparsers(dest="dev", required=True, metavar="TOOL")

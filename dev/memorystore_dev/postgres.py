@@ -46,8 +46,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from memorystore_dev.devcluster.build import cache_root, file_lock, find_go, go_env
 from memorystore_dev.devcluster.cluster import free_port
+from memorystore_dev.devcluster.tools import cache_root, file_lock, find_go, go_env
 
 PGVECTOR_MODULE = "github.com/pgvector/pgvector"
 PGVECTOR_VERSION = "v0.8.1"

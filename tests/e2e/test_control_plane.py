@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memorystore_dev.devcluster.build import ensure_tools
 from memorystore_dev.devcluster.cluster import LocalCluster
 from memorystore_dev.devcluster.target import CLUSTER_TOOLS, Kube
+from memorystore_dev.devcluster.tools import ensure_tools
 from support.waiting import wait_for
 
 

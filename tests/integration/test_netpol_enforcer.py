@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 
 from memorystore_dev.devcluster import netpol
-from memorystore_dev.devcluster.build import ensure_tools
 from memorystore_dev.devcluster.cluster import LocalCluster, spawn_process
 from memorystore_dev.devcluster.node import NodeInfo, host
 from memorystore_dev.devcluster.target import CLUSTER_TOOLS
+from memorystore_dev.devcluster.tools import ensure_tools
 from support.netpol_lab import Lab, Node, host_state, probe, probe_all, state_diff
 from support.netpol_model import ContainerPort, Pod, allowed
 from support.netpol_scenarios import (

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from memorystore_dev.devcluster.build import ensure_tools
 from memorystore_dev.devcluster.node import HostProcess, RealNode, host, missing_requirements, oci
 from memorystore_dev.devcluster.target import Kube, real_node_cluster
+from memorystore_dev.devcluster.tools import ensure_tools
 
 PROBE_SOURCE = Path(__file__).parent / "nodeprobe"
 PROBE_REPO = "memorystore.local/nodeprobe"
@@ -37,7 +37,7 @@ def skip_unless_real_node_possible() -> None:
         pytest.skip(reason)
 
 
-# Mounts of the image-build harness (dev/memorystore_dev/devcluster/images.py: its dockerd's data
+# Mounts of the image-build harness (devcluster/images/dockerd.py: its dockerd's data
 # root and exec roots), which may be building beside a developer's run; the node never mounts
 # there.
 OTHER_HARNESS_MOUNTS = ("/memorystore/docker/", "/ms-docker-")

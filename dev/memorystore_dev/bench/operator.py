@@ -22,9 +22,9 @@ import httpx
 
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
 from memorystore.operator.status import Workload, workload_state
-from memorystore_dev.devcluster.build import ensure_tools
 from memorystore_dev.devcluster.cluster import VOLUMES, LocalCluster, free_port, static_volume
 from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, Kube
+from memorystore_dev.devcluster.tools import ensure_tools
 from memorystore_dev.metrics_text import sample_sum
 from memorystore_dev.operator_process import start_operator, stop_operator
 

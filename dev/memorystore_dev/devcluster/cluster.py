@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Self
 import httpx
 import yaml
 
-from memorystore_dev.devcluster.build import kwok_stages
 from memorystore_dev.devcluster.pki import PKI, Pair
+from memorystore_dev.devcluster.tools import kwok_stages
 
 if TYPE_CHECKING:
     from memorystore_dev.devcluster.node import RealNode

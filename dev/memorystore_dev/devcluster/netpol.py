@@ -55,6 +55,7 @@ import httpx
 import yaml
 
 import memorystore_dev.devcluster.node.host as host
+from memorystore_dev.devcluster.node.teardown import remove_chains
 
 if TYPE_CHECKING:
     from memorystore_dev.devcluster.cluster import Component
@@ -241,7 +242,7 @@ def chain_present(chain: str = CHAIN) -> bool:
 
 def remove_rules(chain: str = CHAIN) -> None:
     """Delete `chain` and the FORWARD jump to it (no-op when absent)."""
-    host.remove_chains(4, TABLE, [chain])
+    remove_chains(4, TABLE, [chain])
 
 
 def kubeconfig_files(kubeconfig: Path) -> tuple[str, Path, Path, Path]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memorystore_dev.devcluster.build import ensure_tools
 from memorystore_dev.devcluster.cluster import LocalCluster, Log
 from memorystore_dev.devcluster.node import NODE_TOOLS, NodeAddon, RealNode
+from memorystore_dev.devcluster.tools import ensure_tools
 
 CLUSTER_TOOLS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
 CLIENT_TOOLS = ["kubectl", "helm"]

@@ -13,15 +13,16 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memorystore_dev.devcluster import build, netpol, versions
+from memorystore_dev.devcluster import netpol, versions
 from memorystore_dev.devcluster.node import host
+from memorystore_dev.devcluster.tools.groups import group_of
 
 BINARY = Path("/cache/kube-network-policies-v0.8.0/kube-network-policies")
 RUN_DIR = Path("/tmp/cluster/node/kube-network-policies/run")
 
 
 def test_the_enforcer_is_a_pinned_tool_built_like_the_others():
-    group = build.group_of("kube-network-policies")
+    group = group_of("kube-network-policies")
     assert group.module == "sigs.k8s.io/kube-network-policies"
     assert group.version == versions.KUBE_NETWORK_POLICIES == "v0.8.0"
     assert group.packages == {"kube-network-policies": "sigs.k8s.io/kube-network-policies/cmd"}
@@ -51,7 +52,7 @@ def test_the_install_script_is_one_mangle_transaction_jumped_to_last():
 
 
 def test_the_chain_is_swept_by_the_real_nodes_journal_teardown():
-    # host.teardown removes every MEMORYSTORE-NODE* chain of every table after a SIGKILL.
+    # teardown.teardown removes every MEMORYSTORE-NODE* chain of every table after a SIGKILL.
     assert netpol.CHAIN.startswith("MEMORYSTORE-NODE")
     assert netpol.TABLE in host.IPTABLES_TABLES
 

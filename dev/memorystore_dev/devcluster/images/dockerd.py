@@ -1,74 +1,43 @@
-"""Build the project's two images on this machine: a private dockerd, a local Debian base.
+"""A private containerd and dockerd, owned by the harness from start to stop.
 
-Why: no container registry is reachable here (so `FROM python:…` cannot be pulled) and no
-Docker engine runs by default. This harness starts its own containerd and dockerd (own
-data-root in the user cache, own exec-root and sockets in a temp dir, no bridge, no
-iptables changes), makes a Debian base with debootstrap once and `docker import`s it, and
-builds the repo's Dockerfile targets on it through `--build-arg BASE_IMAGE`. It installs
-nothing: the Debian packages come from `make node-deps` (run as root).
-
-Layer caching across runs comes from the persistent data-root; nothing depends on it
-existing. Each step is logged with its time; a failed step raises `ImageBuildError`
-naming the step and its log file. The daemons are stopped by PID at the end, also on
-failure, and any mount left under the temp dir is removed.
-
-    python -m memorystore_dev.devcluster.images [--target operator] [--save DIR]
+Why: no Docker engine runs here by default, and a system one must not be touched. This one
+has its own data-root in the user cache (layer caching across runs), its own exec-root and
+sockets in a temp dir, no bridge and no iptables changes. It starts only once every Debian
+package it needs is there (from `make node-deps`), holds a lock so one run uses a cache at a
+time, and is stopped by PID at the end, also on failure; a run killed before its cleanup is
+reaped by the next one from the state file it leaves.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
 import fcntl
-import hashlib
-import itertools
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
+
+from memorystore_dev.devcluster.images.errors import ImageBuildError, MissingPackageError
+from memorystore_dev.devcluster.images.mounts import _remove_tree, unmount_under
+from memorystore_dev.devcluster.images.processes import (
+    _cmdline,
+    _die_with_parent,
+    _shims_of,
+    _terminate,
+)
+
+__all__ = ["DOCKER", "REQUIRED_FILES", "SYSTEM_PATH", "DockerEngine", "check_packages"]
 
 Log = Callable[[str], None]
 
-# The checkout this module runs from (dev/memorystore_dev/devcluster/): Dockerfile, sources.
-REPO_ROOT = Path(__file__).resolve().parents[3]
-TARGETS = ("memory-service", "operator")
-# What the chart and the operator name by default, so an imported image needs no pull.
-IMAGE_REPOSITORY = "ghcr.io/memorystore"
-# The host's CA bundle reaches the build's install steps as a BuildKit secret (never a layer).
-CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-HOST_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
-BASE_REPO = "memorystore-base/debian"
-DEFAULT_VARIANT = "minbase"
-# Bump when the way the base is made changes, so the cache key changes with it.
-BASE_RECIPE = "2"
-# Slim like Debian's own container images: no docs, man pages or translations, no .deb cache.
-SLIM_DPKG = """\
-path-exclude /usr/share/doc/*
-path-include /usr/share/doc/*/copyright
-path-exclude /usr/share/man/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/groff/*
-path-exclude /usr/share/lintian/*
-path-exclude /usr/share/locale/*
-"""
-SLIM_APT = """\
-DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
-APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-APT::Install-Recommends "false";
-"""
 # (Debian package, a file it installs): checked before anything starts.
 REQUIRED_FILES = (
     ("docker.io", "/usr/sbin/dockerd"),
@@ -86,41 +55,9 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DAEMON_START_TIMEOUT = 90.0
 DAEMON_STOP_TIMEOUT = 40.0
 LOCK_TIMEOUT = 3600.0
-DEBOOTSTRAP_TIMEOUT = 1200.0
-BUILD_TIMEOUT = 2400.0
 STEP_TIMEOUT = 600.0
 KEEP_LOG_RUNS = 5
 BUILD_CACHE_KEEP = "4GB"
-
-
-class ImageBuildError(RuntimeError):
-    """A step failed; the message names the step and the log file that says why."""
-
-
-class MissingPackageError(ImageBuildError):
-    """A Debian package the harness needs is not installed."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BuiltImage:
-    target: str
-    tag: str
-    image_id: str
-    size_bytes: int
-    seconds: float
-    log: Path  # BuildKit's plain progress: which steps ran and which came from the cache
-
-    @property
-    def size_mb(self) -> float:
-        return self.size_bytes / 1e6
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when we die, so a killed test still stops dockerd
-    cleanly (a later run reaps whatever is left, from the state file)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _stderr(message: str) -> None:
@@ -147,136 +84,11 @@ def check_packages() -> None:
         raise MissingPackageError("the image build needs root (dockerd, debootstrap)")
 
 
-def project_version(root: Path = REPO_ROOT) -> str:
-    return tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+class DockerEngine:
+    """The private engine: `start` (or `with`) brings the daemons up, `stop` takes them down."""
 
-
-def default_tag(target: str, root: Path = REPO_ROOT) -> str:
-    return f"{IMAGE_REPOSITORY}/{target}:{project_version(root)}"
-
-
-def host_suite() -> str:
-    """The host's Debian codename: the base matches the machine the tests run on."""
-    with contextlib.suppress(OSError):
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("VERSION_CODENAME="):
-                return line.split("=", 1)[1].strip().strip('"') or "bookworm"
-    return "bookworm"
-
-
-def host_mirror(sources: Path = HOST_SOURCES) -> str:
-    """The apt mirror the host is configured with (the only one reachable here)."""
-    with contextlib.suppress(OSError):
-        for stanza in sources.read_text().split("\n\n"):
-            fields = dict(
-                line.split(":", 1) for line in stanza.splitlines() if re.match(r"^\w[\w-]*:", line)
-            )
-            uris, suites = fields.get("URIs", "").split(), fields.get("Suites", "").split()
-            if uris and any(not s.endswith(("-security", "-updates")) for s in suites):
-                return uris[0]
-    return DEFAULT_MIRROR
-
-
-def _mounts_under(prefix: Path) -> list[str]:
-    """Mount points at or below prefix, deepest first (the order to unmount them in)."""
-    root = str(prefix).rstrip("/")
-    found = []
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/mounts").read_text().splitlines():
-            point = line.split()[1].encode().decode("unicode_escape")
-            if point == root or point.startswith(root + "/"):
-                found.append(point)
-    return sorted(found, key=len, reverse=True)
-
-
-def unmount_under(prefix: Path) -> list[str]:
-    """Unmount whatever is left below prefix (lazily if busy); returns what was unmounted."""
-    done = []
-    for point in _mounts_under(prefix):
-        if subprocess.run(["umount", point], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", point], capture_output=True)
-        done.append(point)
-    left = _mounts_under(prefix)
-    if left:
-        raise ImageBuildError(f"cannot unmount {left} (under {prefix})")
-    return done
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a directory only once nothing is mounted below it (never delete through a mount)."""
-    if path.exists():
-        unmount_under(path)
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _terminate(pid: int, timeout: float) -> None:
-    """SIGTERM one process we started, wait, then SIGKILL it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid_alive(pid):
-        with contextlib.suppress(ChildProcessError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
-        time.sleep(0.2)
-    if _pid_alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-
-
-def _shims_of(address: str) -> list[int]:
-    """containerd shims started for our containerd (they outlive it by design)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            line = _cmdline(int(entry.name))
-            if "containerd-shim" in line and f"-address {address} " in line + " ":
-                pids.append(int(entry.name))
-    return pids
-
-
-class ImageBuilder:
-    """A private Docker engine for building and trying the project's images.
-
-    with ImageBuilder() as builder:
-        images = builder.build_all()
-        archive = builder.save(images["operator"].tag)   # for `ctr -n k8s.io images import`
-    """
-
-    def __init__(
-        self,
-        root: Path = REPO_ROOT,
-        cache: Path | None = None,
-        *,
-        suite: str | None = None,
-        mirror: str | None = None,
-        variant: str = DEFAULT_VARIANT,
-        log: Log = _stderr,
-    ) -> None:
-        self.root = root
+    def __init__(self, cache: Path | None = None, *, log: Log = _stderr) -> None:
         self.cache = cache or cache_dir()
-        self.suite = suite or host_suite()
-        self.mirror = mirror or host_mirror()
-        self.variant = variant
         self.log = log
         self.data_root = self.cache / "data"
         self.containerd_root = self.cache / "containerd"
@@ -287,11 +99,10 @@ class ImageBuilder:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._containerd_address = ""
         self._lock_fd: int | None = None
-        self._builds = itertools.count(1)
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def __enter__(self) -> ImageBuilder:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -578,175 +389,8 @@ class ImageBuilder:
     def image_id(self, tag: str) -> str:
         return self._inspect(tag, "Id")
 
-    def base_key(self) -> str:
-        """Suite + mirror + variant (+ the apt sources put in it and the recipe version)."""
-        parts = [BASE_RECIPE, self.suite, self.mirror, self.variant, self._sources_for_base()]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
-
-    def base_tag(self) -> str:
-        return f"{BASE_REPO}:{self.suite}-{self.variant}-{self.base_key()}"
-
-    def _sources_for_base(self) -> str:
-        """The host's deb822 sources (updates and security too) when the suites match."""
-        with contextlib.suppress(OSError):
-            text = HOST_SOURCES.read_text()
-            if self.suite == host_suite() and self.mirror in text:
-                return text
-        return ""
-
-    def ensure_base(self) -> str:
-        """The Debian base image, made once per key and rebuilt whenever it is missing."""
-        tag = self.base_tag()
-        if self.image_exists(tag):
-            self.log(f"images: base {tag} cached")
-            return tag
-        rootfs = self.cache / f"rootfs-{self.base_key()}"
-        _remove_tree(rootfs)  # a half-made tree from a killed run
-        try:
-            with self._step(f"debootstrap {self.suite} ({self.variant}) from {self.mirror}"):
-                self._run_step(
-                    "debootstrap",
-                    [
-                        "/usr/sbin/debootstrap",
-                        f"--variant={self.variant}",
-                        self.suite,
-                        str(rootfs),
-                        self.mirror,
-                    ],
-                    timeout=DEBOOTSTRAP_TIMEOUT,
-                )
-                unmount_under(rootfs)  # debootstrap mounts /proc and /sys inside; be sure
-                sources = self._sources_for_base()
-                if sources:
-                    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(sources)
-                    (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
-                _slim(rootfs)
-            with self._step(f"docker import {tag}"):
-                self._import(rootfs, tag)
-        finally:
-            _remove_tree(rootfs)
-        listed = self.docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", BASE_REPO)
-        for stale in set(listed.stdout.split()) - {tag}:  # bases of an older key
-            self.docker("image", "rm", stale)
-        return tag
-
-    def _import(self, rootfs: Path, tag: str) -> None:
-        log_file = self._log_file("docker-import")
-        tar_argv = ["tar", "-C", str(rootfs), "--numeric-owner"]
-        tar_argv += [f"--exclude=./{d}/*" for d in ("dev", "proc", "sys", "run", "tmp")]
-        tar_argv += ["-c", "."]
-        import_argv = [DOCKER, *self._host(), "import"]
-        import_argv += ["--change", f"ENV PATH={SYSTEM_PATH}", "--change", "ENV LANG=C.UTF-8"]
-        import_argv += ["--change", 'CMD ["/bin/bash"]', "-", tag]
-        with open(log_file, "ab") as out:
-            tar = subprocess.Popen(tar_argv, stdout=subprocess.PIPE, stderr=out)
-            assert tar.stdout is not None
-            try:
-                done = subprocess.run(
-                    import_argv,
-                    stdin=tar.stdout,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=self._client_env(),
-                    timeout=STEP_TIMEOUT,
-                )
-            finally:
-                tar.stdout.close()
-                tar_rc = tar.wait(timeout=STEP_TIMEOUT)
-        if tar_rc != 0 or done.returncode != 0:
-            raise ImageBuildError(
-                f"docker import failed: tar exit {tar_rc}, import exit {done.returncode}; "
-                f"log: {log_file}\n{_tail(log_file)}"
-            )
-
-    def build(self, target: str, tag: str | None = None) -> BuiltImage:
-        """One Dockerfile target on the local base; the build's RUN steps use the host network."""
-        if target not in TARGETS:
-            raise ValueError(f"target {target!r} is not one of {', '.join(TARGETS)}")
-        tag = tag or default_tag(target, self.root)
-        base = self.ensure_base()
-        argv = [DOCKER, *self._host(), "build", "--progress", "plain", "--network", "host"]
-        argv += ["--target", target, "--tag", tag, "--build-arg", f"BASE_IMAGE={base}"]
-        if CA_BUNDLE.is_file():
-            argv += ["--secret", f"id=ca-bundle,src={CA_BUNDLE}"]
-        argv.append(str(self.root))
-        began = time.monotonic()
-        step = f"build-{target}-{next(self._builds)}"
-        with self._step(f"docker build --target {target} ({tag})"):
-            self._run_step(step, argv, timeout=BUILD_TIMEOUT)
-        seconds = time.monotonic() - began
-        size, log = self.image_size(tag), self._log_file(step)
-        built = BuiltImage(target, tag, self.image_id(tag), size, seconds, log)
-        self.docker("image", "prune", "--force")  # what the new tag replaced: the cache stays small
-        self.log(f"images: {tag}: {built.size_mb:.0f} MB")
-        return built
-
-    def build_all(self) -> dict[str, BuiltImage]:
-        return {target: self.build(target) for target in TARGETS}
-
-    def save(self, tag: str, dest: Path | None = None) -> Path:
-        """A docker-archive tar of one image, for `ctr -n k8s.io images import PATH`."""
-        folder = dest or self.cache / "archives"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / (re.sub(r"[^A-Za-z0-9.-]+", "_", tag) + ".tar")
-        partial = path.with_suffix(".tar.partial")
-        with self._step(f"docker save {tag}"):
-            self._run_step(f"save-{tag}", [DOCKER, *self._host(), "save", "-o", str(partial), tag])
-        partial.replace(path)  # a killed save never looks finished
-        return path
-
-
-def _slim(rootfs: Path) -> None:
-    """What Debian's own container images leave out, now and for later apt installs."""
-    (rootfs / "etc/dpkg/dpkg.cfg.d/memorystore-slim").write_text(SLIM_DPKG)
-    (rootfs / "etc/apt/apt.conf.d/memorystore-slim").write_text(SLIM_APT)
-    doomed = [
-        *rootfs.glob("var/cache/apt/archives/*.deb"),
-        *rootfs.glob("var/cache/apt/*.bin"),
-        *rootfs.glob("var/lib/apt/lists/*"),
-        *rootfs.glob("usr/share/man/*"),
-        *rootfs.glob("usr/share/info/*"),
-        *rootfs.glob("usr/share/groff/*"),
-        *rootfs.glob("usr/share/lintian/*"),
-        *rootfs.glob("usr/share/locale/*"),
-    ]
-    for doc in rootfs.glob("usr/share/doc/*"):
-        if doc.is_dir() and not doc.is_symlink():  # a symlinked doc dir is another's
-            doomed += [item for item in doc.iterdir() if item.name != "copyright"]
-    for path in doomed:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.name != "lock":  # apt's lock files stay
-            path.unlink(missing_ok=True)
-
 
 def _tail(path: Path, lines: int = 25) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     return ""
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m memorystore_dev.devcluster.images",
-        description="Build the memory-service and operator images with a private dockerd "
-        "on a local Debian base (root; packages from `make node-deps`).",
-    )
-    parser.add_argument("--target", choices=TARGETS, action="append", help="default: both")
-    parser.add_argument("--save", type=Path, metavar="DIR", help="also write docker-archive tars")
-    args = parser.parse_args(argv)
-    try:
-        with ImageBuilder() as builder:
-            for target in args.target or TARGETS:
-                built = builder.build(target)
-                print(f"{built.tag}\t{built.size_mb:.0f} MB\t{built.seconds:.1f}s")
-                if args.save:
-                    print(f"  saved: {builder.save(built.tag, args.save)}")
-    except ImageBuildError as exc:
-        print(f"images: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

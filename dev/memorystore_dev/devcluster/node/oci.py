@@ -21,7 +21,17 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from memorystore_dev.devcluster import build, versions
+from memorystore_dev.devcluster import tools, versions
+
+__all__ = [
+    "PAUSE_REPO",
+    "ImageError",
+    "go_image",
+    "kubernetes_source",
+    "pause_image",
+    "pause_tag",
+    "write_docker_archive",
+]
 
 PAUSE_REPO = "memorystore.local/pause"
 
@@ -97,10 +107,10 @@ def write_docker_archive(
 
 def kubernetes_source() -> Path:
     """The pinned k8s.io/kubernetes module folder in the Go module cache (downloaded if absent)."""
-    go = build.find_go()
+    go = tools.find_go()
     out = subprocess.run(
         [go, "mod", "download", "-json", f"k8s.io/kubernetes@{versions.KUBERNETES}"],
-        env=build.go_env(),
+        env=tools.go_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -129,7 +139,7 @@ def pause_tag(source: Path) -> str:
 
 def pause_image(root: Path | None = None) -> tuple[Path, str]:
     """(docker-archive tar, image reference) of the pause image, built once into the cache."""
-    root = build.cache_root() if root is None else root
+    root = tools.cache_root() if root is None else root
     source = kubernetes_source()
     tag = pause_tag(source)
     ref = f"{PAUSE_REPO}:{tag}"
@@ -175,7 +185,7 @@ def go_image(source: Path, repo: str, root: Path | None = None) -> tuple[Path, s
     binary becomes `/<repo's last part>`, the entrypoint. Cached by the sources' content hash,
     which is also the tag, so an edited program is rebuilt and re-imported.
     """
-    root = build.cache_root() if root is None else root
+    root = tools.cache_root() if root is None else root
     digest = hashlib.sha256()
     for path in sorted(source.rglob("*")):
         if path.is_file() and path.suffix in (".go", ".mod", ".sum"):
@@ -190,9 +200,9 @@ def go_image(source: Path, repo: str, root: Path | None = None) -> tuple[Path, s
     with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=root) as tmp:
         binary = Path(tmp) / name
         proc = subprocess.run(
-            [build.find_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(binary), "."],
+            [tools.find_go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(binary), "."],
             cwd=source,
-            env=build.go_env(),
+            env=tools.go_env(),
             capture_output=True,
             text=True,
             timeout=600,

@@ -26,6 +26,14 @@ from typing import Any
 
 import httpx
 
+__all__ = [
+    "PROVISIONER",
+    "STORAGE_CLASS",
+    "HostPathProvisioner",
+    "storage_class",
+    "volume_for",
+]
+
 PROVISIONER = "memorystore.dev/hostpath"
 STORAGE_CLASS = "memorystore-local"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"

@@ -15,6 +15,8 @@ import contextlib
 import signal
 import sys
 
+__all__ = ["main"]
+
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Copy one direction until EOF, then half-close so the peer sees the end."""
