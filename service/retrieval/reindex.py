@@ -15,7 +15,7 @@ deletes hold), so a concurrent update is never overwritten with the old payload.
 stays searchable throughout: a memory not yet re-indexed still has its old vectors.
 Embedder threads change how fast a vector is computed, not what it is (at most its last
 bits of rounding), so they are not an index setting; a different embedder model or dimension
-is refused at start-up (a new store is needed, see the README).
+is refused at start-up (a new store is needed, see docs/operations/changing-tiers.md).
 """
 
 from __future__ import annotations

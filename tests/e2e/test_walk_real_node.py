@@ -1,8 +1,8 @@
-"""The README's "On Kubernetes" walk, for real, on the real kubelet node: every step a real
-object and every process a real container.
+"""The Kubernetes guide's walk (docs/kubernetes.md), for real, on the real kubelet node: every
+step a real object and every process a real container.
 
 a. `helm install` the chart: the operator runs as a POD from our image under the chart's
-   ServiceAccount (images built by dev/memorystore_dev/devcluster/images.py, imported into the
+   ServiceAccount (images built by dev/memorystore_dev/devcluster/images/, imported into the
    node's containerd; no registry, so nothing is pulled).
 b. `kubectl apply` examples/embedded.yaml (plus placement on the tainted node): the operator
    in its pod creates the children, the memory-service pod becomes Ready by its own HTTPS
@@ -67,14 +67,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "embedded.yaml"
 AGENT_PROGRAM = Path(walk_agent.__file__)
 
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "kubernetes.md"
 RELEASE = "memorystore"
 SYSTEM_NS = "memorystore-system"
 TENANTS = "tenants"
 OTHER_TENANT = "tenant-b"
 USER = "alice"
 
-# Beyond the README's agent pod: a generous per-call timeout for a loaded 2-core machine.
+# Beyond the guide's agent pod: a generous per-call timeout for a loaded 2-core machine.
 WALK_ONLY_ENV = {"MEMORYSTORE_TIMEOUT_SECONDS": "20"}
 PROGRAM_CM = "walk-agent"
 PROGRAM_DIR = "/opt/walk"
@@ -121,36 +121,37 @@ def walk_images() -> WalkImages:
     return WalkImages(tags["operator"], tags["memory-service"], archives, ids, seconds)
 
 
-# --- the README's section, which the walk runs ---------------------------------------------
+# --- the Kubernetes guide, which the walk runs --------------------------------------------
 
 
 @dataclass(frozen=True)
-class Readme:
-    """What "On Kubernetes" shows: its commands, its agent pod and its placement note."""
+class Guide:
+    """What the Kubernetes guide shows: its quick start's commands, its agent pod and its
+    placement for dedicated nodes."""
 
     commands: list[list[str]]
     agent_template: dict[str, Any]
     placement: dict[str, Any]
 
 
-def readme() -> Readme:
-    text = README.read_text()
-    start = text.index("## On Kubernetes\n")
-    section = text[start : text.index("\n## ", start + 1)]
-    (bash, *_) = re.findall(r"```bash\n(.*?)```", section, re.S)
+def guide() -> Guide:
+    """The page's first bash block (the quick start) and its YAML blocks: the one with a pod
+    `template` and the one with a `nodeSelector` at the top."""
+    text = GUIDE.read_text()
+    (bash, *_) = re.findall(r"```bash\n(.*?)```", text, re.S)
     commands = [shlex.split(line, comments=True) for line in bash.replace("\\\n", " ").splitlines()]
-    found = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    found = re.findall(r"```yaml\n(.*?)```", text, re.S)
     blocks = [d for b in found for d in yaml.safe_load_all(b) if isinstance(d, dict)]
     (agent,) = [b for b in blocks if "template" in b]
     (placement,) = [b for b in blocks if "nodeSelector" in b]
-    return Readme([c for c in commands if c], agent["template"], placement)
+    return Guide([c for c in commands if c], agent["template"], placement)
 
 
-def test_the_readme_section_is_what_the_walk_runs():
-    """Cheap, and runs everywhere: the walk below can run the section's commands as they are
+def test_the_guide_is_what_the_walk_runs():
+    """Cheap, and runs everywhere: the walk below can run the guide's commands as they are
     (the same namespace, release, chart path and example), its agent pod mounts the store the
     example makes, and its placement is valid for both the chart and the store."""
-    shown = readme()
+    shown = guide()
     assert [c[:2] for c in shown.commands] == [
         ["kubectl", "create"],
         ["helm", "install"],
@@ -198,7 +199,7 @@ def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=ROOT,  # the README's commands name the chart relative to the checkout
+        cwd=ROOT,  # the guide's commands name the chart relative to the checkout
     )
     assert result.returncode == 0, f"helm {' '.join(args)}: {result.stderr}"
     return result
@@ -253,7 +254,7 @@ def results_in(logs: str) -> list[dict[str, Any]]:
 
 
 def agent_pod(
-    shown: Readme,
+    shown: Guide,
     name: str,
     image: str,
     args: list[str],
@@ -262,12 +263,12 @@ def agent_pod(
     mounts: bool = True,
     restart: str = "Never",
 ) -> dict[str, Any]:
-    """The README's agent pod (its label, the client ConfigMap and Secret at its paths, its
-    env toggles) and the README's placement, plus this walk's program, image and a
+    """The guide's agent pod (its label, the client ConfigMap and Secret at its paths, its
+    env toggles) and the guide's placement, plus this walk's program, image and a
     restricted security context like the product's own pods. `labels` replaces the label
     and `mounts=False` drops the store's files (the isolation probes)."""
     template = copy.deepcopy(shown.agent_template)
-    (readme_container,) = template["spec"]["containers"]
+    (guide_container,) = template["spec"]["containers"]
     volume_mounts = [
         {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
@@ -277,7 +278,7 @@ def agent_pod(
         {"name": "tmp", "emptyDir": {}},
     ]
     if mounts:
-        volume_mounts += readme_container["volumeMounts"]
+        volume_mounts += guide_container["volumeMounts"]
         volumes += template["spec"]["volumes"]
     return {
         "apiVersion": "v1",
@@ -300,14 +301,14 @@ def agent_pod(
             },
             "containers": [
                 {
-                    "name": readme_container["name"],
+                    "name": guide_container["name"],
                     "image": image,
                     "imagePullPolicy": "Never",  # imported into the node; no registry here
                     "command": ["python3", f"{PROGRAM_DIR}/{AGENT_PROGRAM.name}"],
                     "args": args,
                     "env": [
                         {"name": "HOME", "value": "/tmp"},
-                        *readme_container["env"],
+                        *guide_container["env"],
                         *({"name": k, "value": v} for k, v in WALK_ONLY_ENV.items()),
                     ],
                     "securityContext": {
@@ -341,7 +342,7 @@ def run_pod(kube: Kube, ns: str, pod: dict[str, Any], timeout: float = POD_TIMEO
 
 
 def session(
-    kube: Kube, shown: Readme, image: str, pod: str, session_id: str, which: str
+    kube: Kube, shown: Guide, image: str, pod: str, session_id: str, which: str
 ) -> dict[str, Any]:
     """One session in a new agent pod; its JSON result."""
     logs = run_pod(
@@ -428,7 +429,7 @@ def assert_served_by_its_own_probes(pod: dict[str, Any], image: str) -> None:
 # --- the walk -------------------------------------------------------------------------------
 
 
-def test_the_readme_walk_on_the_real_node(
+def test_the_guide_walk_on_the_real_node(
     walk_images: WalkImages, real_node: RealNodeRun, tmp_path: Path
 ):
     kube = real_node.kube
@@ -446,7 +447,7 @@ def test_the_readme_walk_on_the_real_node(
 
 
 def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_path: Path) -> None:
-    shown = readme()
+    shown = guide()
     create_ns, install, apply_example, get_stores = shown.commands
     example_path = ROOT / apply_example[apply_example.index("-f") + 1]
     example = yaml.safe_load(example_path.read_text())
@@ -600,10 +601,10 @@ BACKUP = "walk-backup"
 RESTORED = "acme-restored"
 
 
-def for_store(shown: Readme, old: str, new: str) -> Readme:
-    """The README's agent pod for another store: its label, ConfigMap and Secret renamed."""
+def for_store(shown: Guide, old: str, new: str) -> Guide:
+    """The guide's agent pod for another store: its label, ConfigMap and Secret renamed."""
     template = json.loads(json.dumps(shown.agent_template).replace(f'"{old}', f'"{new}'))
-    return Readme(shown.commands, template, shown.placement)
+    return Guide(shown.commands, template, shown.placement)
 
 
 def backup_phase(kube: Kube) -> dict[str, Any] | None:
@@ -612,11 +613,12 @@ def backup_phase(kube: Kube) -> dict[str, Any] | None:
 
 
 def backup_and_restore(
-    kube: Kube, shown: Readme, built: WalkImages, store: str, before: dict[str, Any], steps: Steps
+    kube: Kube, shown: Guide, built: WalkImages, store: str, before: dict[str, Any], steps: Steps
 ) -> str:
-    """The README's "Backups and restore": a backup taken by the operator pod from the
-    serving pod onto a claim; the store deleted; a new store restored from the backup by its
-    init container answers as the old one did. Returns the new store's name."""
+    """Backups and restore as docs/operations/backups.md shows them: a backup taken by the
+    operator pod from the serving pod onto a claim; the store deleted; a new store restored
+    from the backup by its init container answers as the old one did. Returns the new
+    store's name."""
     claim = f"{store}-backups"
     with steps.step("h. backup target + MemoryStoreBackup → Succeeded from the serving pod"):
         pvc = {
@@ -709,16 +711,16 @@ def ready_service_pods(kube: Kube, store: str) -> list[dict[str, Any]]:
     ]
 
 
-def postgres_replicas(kube: Kube, shown: Readme, built: WalkImages, old: str, steps: Steps) -> None:
-    """README "PostgreSQL and several replicas" on the node: the database is the harness's
-    PostgreSQL on the host (the operator never runs one), listening on the pod bridge's
-    gateway as a CloudNativePG Service would inside the cluster."""
+def postgres_replicas(kube: Kube, shown: Guide, built: WalkImages, old: str, steps: Steps) -> None:
+    """PostgreSQL and several replicas (docs/operations/postgres.md) on the node: the database
+    is the harness's PostgreSQL on the host (the operator never runs one), listening on the
+    pod bridge's gateway as a CloudNativePG Service would inside the cluster."""
     with PostgresServer(listen=("127.0.0.1", GATEWAY), allow=(POD_CIDR,)) as database:
         _postgres_steps(kube, shown, built, old, steps, database)
 
 
 def _postgres_steps(
-    kube: Kube, shown: Readme, built: WalkImages, old: str, steps: Steps, database: PostgresServer
+    kube: Kube, shown: Guide, built: WalkImages, old: str, steps: Steps, database: PostgresServer
 ) -> None:
     with steps.step("i. PostgreSQL store, 2 replicas → both Ready, writes through the Service"):
         database.database("app")
@@ -770,7 +772,7 @@ def _postgres_steps(
 # --- e. isolation ----------------------------------------------------------------------------
 
 
-def check_isolation(kube: Kube, shown: Readme, image: str, store: str) -> None:
+def check_isolation(kube: Kube, shown: Guide, image: str, store: str) -> None:
     """Long-lived probe pods (so the enforcer has seen each pod before it connects), then
     connections by Service name and pod IP with a bounded timeout."""
     kube.kubectl("create", "namespace", OTHER_TENANT)

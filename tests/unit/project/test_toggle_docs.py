@@ -1,4 +1,5 @@
-"""The README's toggle table is the user's reference: it must match the code it documents."""
+"""The agent side's toggle table (docs/agent-side.md) is the user's reference: it must match
+the code it documents."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from memorystore.config import ClientConfig
 from memorystore.middleware.settings import PREFIX, TOGGLES
 from support.paths import REPO
 
-README = REPO / "README.md"
+PAGE = REPO / "docs" / "agent-side.md"
 ROW = re.compile(r"^\| `(MEMORYSTORE_[A-Z_]+)` \| `([^`]*)` \|", re.MULTILINE)
 
 
@@ -25,12 +26,12 @@ def default_of(path: tuple[str, ...]) -> object:
     return value
 
 
-def test_every_toggle_is_in_the_readme_with_its_real_default():
-    rows = dict(ROW.findall(README.read_text()))
+def test_every_toggle_is_in_the_docs_with_its_real_default():
+    rows = dict(ROW.findall(PAGE.read_text()))
     assert set(rows) == {PREFIX + toggle for toggle in TOGGLES}
     for toggle, path in TOGGLES.items():
         default = default_of(path)
         shown = str(default).lower() if isinstance(default, bool) else str(default)
         assert rows[PREFIX + toggle] == shown, (
-            f"{PREFIX}{toggle}: README says {rows[PREFIX + toggle]}"
+            f"{PREFIX}{toggle}: {PAGE.relative_to(REPO)} says {rows[PREFIX + toggle]}"
         )
