@@ -167,9 +167,9 @@ def chat_model() -> tuple[ChatModelBase | None, str]:
     if os.environ.get("DASHSCOPE_API_KEY"):
         model_name = name or DEFAULT_DASHSCOPE_MODEL
         extra = {"base_url": url} if (url := os.environ.get("DASHSCOPE_BASE_URL")) else {}
-        credential = DashScopeCredential(api_key=os.environ["DASHSCOPE_API_KEY"], **extra)
+        dashscope = DashScopeCredential(api_key=os.environ["DASHSCOPE_API_KEY"], **extra)
         where = f" at {url}" if url else ""
-        return DashScopeChatModel(credential=credential, model=model_name), (
+        return DashScopeChatModel(credential=dashscope, model=model_name), (
             f"model: DashScopeChatModel '{model_name}'{where} (DASHSCOPE_API_KEY is set)"
         )
     return None, SCRIPTED_NOTICE + " (memory, agent, tools and service are all real)"

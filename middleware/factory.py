@@ -37,6 +37,12 @@ from memorystore.scope import scope_ids
 from memorystore.spec import Mode, Scope
 
 log = logging.getLogger("memorystore.middleware")
+# our modes as AgentScope's Mem0Middleware spells them (a new mode fails here, not at run time)
+MEM0_MODES: dict[Mode, Literal["static_control", "agent_control", "both"]] = {
+    Mode.STATIC_CONTROL: "static_control",
+    Mode.AGENT_CONTROL: "agent_control",
+    Mode.BOTH: "both",
+}
 
 Flavor = Literal["memorystore", "mem0"]
 
@@ -78,7 +84,7 @@ class MemoryMiddlewareFactory:
     def from_env(
         cls, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> MemoryMiddlewareFactory:
-        """The process's factory from the mounted config + toggles (see the README's table)."""
+        """The process's factory from the mounted config + toggles (docs/agent-side.md)."""
         env = os.environ if env is None else env
         try:
             cfg = load_settings(env)
@@ -153,7 +159,7 @@ class MemoryMiddlewareFactory:
             user_id=ids["user_id"],
             agent_id=ids.get("agent_id"),
             client=self._mem0_client,
-            mode=str(self.cfg.mode),
+            mode=MEM0_MODES[self.cfg.mode],
             top_k=self.cfg.recall.top_k,
             threshold=self.cfg.recall.threshold,
         )

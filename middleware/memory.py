@@ -152,7 +152,7 @@ class MemoryMiddleware(MiddlewareBase):
         end: ReplyEndEvent | None = None
         final: Msg | None = None
         try:
-            if resumed and recall is not None:
+            if resumed and turn is not None and recall is not None:
                 # no ReplyStartEvent on resume: the context is already there
                 hint = self._inject(agent, turn, await recall)
             async for item in next_handler(**input_kwargs):

@@ -5,7 +5,7 @@ old one. After mem0 has written a scope's new facts, the service asks the same m
 call, which of the scope's nearest existing memories the new facts make outdated. The answer
 is validated strictly: an entry that names no listed memory or new fact is ignored, and an
 answer that is not the JSON asked for raises `JudgeError` (the caller then falls back to the
-offline rules in `supersede.py`).
+offline rules in `memorystore/rules/supersede/`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 JUDGE_HEADER = "You keep a user's long-term memory consistent."
 INSTRUCTIONS = (
@@ -47,7 +48,9 @@ class Verdict:
     kind: str = "outdated"
 
 
-def prompt(new: Sequence[tuple[str, str]], existing: Sequence[tuple[str, str]]) -> list[dict]:
+def prompt(
+    new: Sequence[tuple[str, str]], existing: Sequence[tuple[str, str]]
+) -> list[dict[str, str]]:
     """The chat messages for one judgement; memories are numbered, ids never reach the model."""
     listed = "\n".join(
         ["NEW facts:"]
@@ -81,7 +84,8 @@ def parse(
     if not isinstance(data, dict) or not isinstance(data.get("outdated"), list):
         raise JudgeError('no "outdated" list in the answer')
     same: dict[str, Verdict] = {}  # by new fact: it is dropped, nothing it says can retire
-    for entry in data.get("same") if isinstance(data.get("same"), list) else []:
+    said: object = data.get("same")
+    for entry in said if isinstance(said, list) else []:
         if not isinstance(entry, dict):
             continue
         if _index(entry.get("new"), new) and _index(entry.get("existing"), existing):
@@ -100,12 +104,12 @@ def parse(
     return [*same.values(), *verdicts.values()]
 
 
-def _index(value: object, items: Sequence[object]) -> bool:
+def _index(value: object, items: Sequence[object]) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= len(items)
 
 
 def judge(
-    chat: Callable[[list[dict]], str],
+    chat: Callable[[list[dict[str, str]]], str],
     new: Sequence[tuple[str, str]],
     existing: Sequence[tuple[str, str]],
 ) -> list[Verdict]:

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -72,7 +73,7 @@ class UvicornThread:
 
     def __init__(
         self,
-        app: object,
+        app: Callable[..., Any],  # an ASGI application
         host: str = "127.0.0.1",
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,

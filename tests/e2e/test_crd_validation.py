@@ -628,7 +628,7 @@ def migrate(what: str) -> str:
     return (
         f"To change it, create a new MemoryStore with {what} and copy the memories across "
         "(for now: read them with the mem0 client's get_all and add them to the new store with "
-        "infer=False; see README: Changing tiers or the embedding model)"
+        "infer=False; see docs/operations/changing-tiers.md)"
     )
 
 
@@ -801,8 +801,7 @@ def test_an_external_qdrant_may_move_to_another_url(kube: Kube, namespace: str):
 def redundancy_message(field: str, what: str) -> str:
     return (
         f"spec.vectorStore.managed.{field} cannot be changed: the collection was created with "
-        f"{what}; create a new MemoryStore to change it (see README: Changing tiers or the "
-        "embedding model)"
+        f"{what}; create a new MemoryStore to change it (see docs/operations/changing-tiers.md)"
     )
 
 

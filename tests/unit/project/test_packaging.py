@@ -56,7 +56,12 @@ def test_the_product_wheel_holds_no_developer_tools(wheel_files):
     assert not tooling, tooling
     for module in ("memorystore/cli.py", "memorystore/scripted_model.py"):
         assert module in wheel_files, module
-    for data in ("service/retrieval/calibration.json", "service/retrieval/language_means.json"):
+    data_files = ["service/retrieval/calibration.json", "service/retrieval/language_means.json"]
+    # the rules' lexicons, every one of them (the rules read them at import)
+    lexicons = sorted((ROOT / "memorystore/rules/lexicons").iterdir())
+    assert lexicons
+    data_files += [f"rules/lexicons/{path.name}" for path in lexicons]
+    for data in data_files:
         assert f"memorystore/{data}" in wheel_files, f"{data} is read at run time: ship it"
     # every product module ships (a subpackage missing from pyproject's list would not)
     shipped = {
