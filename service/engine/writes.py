@@ -9,6 +9,11 @@ kept as said (deduplicated by its exact text only), a fact also counts a restate
 repeat, and after extraction the model judges supersession, the text rules deciding when its
 answer cannot be used. A new memory is always written before anything it retires, so a
 failure in between leaves both (never neither).
+
+A caller that must write exactly once across crashes (session consolidation) names each
+memory's id (`memory_ids`): a re-run finds what the interrupted run wrote by id, and
+`complete_fact` finishes the one fact it may have left half-done (written, its retirements
+not yet); `settle` settles again the facts an interrupted extraction wrote.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,10 +32,21 @@ from memorystore.keyed_locks import KeyedLocks
 from memorystore.rules.dedup import Duplicate, find_duplicate, same_guards
 from memorystore.rules.supersede import restates, retired_by
 from memorystore.scope import EntityIds
-from memorystore.service.engine.mem0_seam import chat, create_memory, memory_hash, retire_memory
+from memorystore.service.engine.mem0_seam import (
+    chat,
+    create_memory,
+    memory_hash,
+    record_added,
+    retire_memory,
+)
 from memorystore.service.engine.results import WriteResult
 from memorystore.service.lifecycle import judge
-from memorystore.service.lifecycle.retirement import active_only, retirement_fields
+from memorystore.service.lifecycle.retirement import (
+    LIFECYCLE_KEY,
+    RETIRED,
+    active_only,
+    retirement_fields,
+)
 from memorystore.service.retrieval.indexing import PREV_KEY, IndexTexts, index_texts, line
 from memorystore.service.retrieval.reindex import INDEX_KEY
 from memorystore.service.state import scope_chain
@@ -113,8 +129,41 @@ class WritePipeline:
                     await asyncio.to_thread(self.store.update, item["id"], None, stamp)
             return await self._settle_extracted(result["results"], scope)
 
+    async def settle(self, items: list[WriteResult], scope: EntityIds) -> list[WriteResult]:
+        """`_settle_extracted` again, under the scope's lock, for facts an interrupted run of
+        `extract` wrote (their repeats dropped, what they make outdated retired)."""
+        async with self._locks.hold(scope):
+            return await self._settle_extracted(items, scope)
+
+    async def complete_fact(self, memory_id: str, scope: EntityIds) -> list[WriteResult]:
+        """Finish a fact an interrupted run wrote: retire what it makes outdated, as
+        `_add_fact` does right after writing it. Idempotent: what it retired already is no
+        longer among the active neighbours; a fact retired since has nothing left to do."""
+        async with self._locks.hold(scope):
+            record = await asyncio.to_thread(self.store.get, vector_id=memory_id)
+            payload = dict(record.payload or {}) if record is not None else {}
+            if record is None:
+                return []
+            await asyncio.to_thread(record_added, self.memory, memory_id, payload)
+            if payload.get(LIFECYCLE_KEY) == RETIRED:
+                return []
+            content = str(payload.get("data") or "")
+            texts = self._fact_texts({"content": content}, payload)
+            near = await self._neighbours(
+                scope, await self._embed(texts.dense), exclude={memory_id}
+            )
+            duplicate = self._repeat_of(content, near, restated=True)
+            if duplicate is not None and duplicate.keep == "old":
+                duplicate = None  # written before the repeat it now meets: both stay
+            outdated = self._outdated(memory_id, content, near, duplicate)
+            return await self._retire_all(outdated, near)
+
     async def add_raw(
-        self, messages: list[dict[str, Any]], scope: EntityIds, metadata: dict[str, Any] | None
+        self,
+        messages: list[dict[str, Any]],
+        scope: EntityIds,
+        metadata: dict[str, Any] | None,
+        memory_ids: Sequence[str | None] | None = None,
     ) -> list[WriteResult]:
         """Store each non-system message as one memory; an identical text in scope is kept once.
 
@@ -123,18 +172,20 @@ class WritePipeline:
         its own (an agent's add_memory, a list of notes) stands alone: embedding it with an
         unrelated fact written before it ranked that neighbour's topic onto it. Facts are
         also kept true (`_add_fact`); turns are records of what was said, kept as said.
+        `memory_ids[i]`, when given, is the id message i is written under.
         """
         roles = {msg["role"] for msg in messages}
         exchange = {"user", "assistant"} <= roles
         settings = self.cfg.consolidation
         results: list[WriteResult] = []
-        for msg in messages:
+        for i, msg in enumerate(messages):
             if msg["role"] == "system":
                 continue
+            memory_id = memory_ids[i] if memory_ids is not None else None
             turn = exchange or bool(msg.get("name"))
             if not turn and (settings.deduplicate or settings.supersede):
                 async with self._locks.hold(scope):  # the comparison and the write are one step
-                    results.extend(await self._add_fact(msg, scope, metadata or {}))
+                    results.extend(await self._add_fact(msg, scope, metadata or {}, memory_id))
                 continue
             digest = memory_hash(msg["content"])
             async with self._locks.hold((scope, digest)):
@@ -145,34 +196,52 @@ class WritePipeline:
                     kept_id = str(existing[0][0].id)
                     results.append({"id": kept_id, "memory": msg["content"], "event": "NONE"})
                     continue
-                results.append(await self._insert(msg, scope, metadata or {}, turn))
+                results.append(
+                    await self._insert(msg, scope, metadata or {}, turn, None, memory_id)
+                )
         return results
 
     # --- facts: written by the caller, or by mem0's extraction ----------------------------
 
     async def _add_fact(
-        self, msg: dict[str, Any], scope: EntityIds, metadata: dict[str, Any]
+        self,
+        msg: dict[str, Any],
+        scope: EntityIds,
+        metadata: dict[str, Any],
+        memory_id: str | None = None,
     ) -> list[WriteResult]:
         """Write one fact unless it repeats a kept one; retire what it makes outdated (by
         the text rules). The caller holds the scope's lock."""
         content = msg["content"]
-        date = metadata.get("date")
-        texts = index_texts(
-            content, msg.get("name"), str(date) if date else None, None, self.cfg.retrieval
-        )
+        texts = self._fact_texts(msg, metadata)
         vector = await self._embed(texts.dense)
         near = await self._neighbours(scope, vector)
         duplicate = self._repeat_of(content, near, restated=True)
         if duplicate is not None and duplicate.keep == "old":
             return [_repeat(duplicate.id, near[duplicate.id], duplicate.rule)]
-        added = await self._insert(msg, scope, metadata, False, (texts, vector))
+        added = await self._insert(msg, scope, metadata, False, (texts, vector), memory_id)
+        outdated = self._outdated(added["id"], content, near, duplicate)
+        return [added, *await self._retire_all(outdated, near)]
+
+    def _fact_texts(self, msg: Mapping[str, Any], metadata: Mapping[str, Any]) -> IndexTexts:
+        """What a fact is indexed with (it stands alone: no previous turn as context)."""
+        date = metadata.get("date")
+        return index_texts(
+            msg["content"], msg.get("name"), str(date) if date else None, None, self.cfg.retrieval
+        )
+
+    def _outdated(
+        self, new_id: str, content: str, near: Mapping[str, str], duplicate: Duplicate | None
+    ) -> Outdated:
+        """What a new fact retires: the memory it holds and more, and (by the text rules)
+        those it makes outdated."""
         outdated: Outdated = {}
         if duplicate is not None:  # the new text holds the old one and more
-            outdated[duplicate.id] = (added["id"], _merged(duplicate))
+            outdated[duplicate.id] = (new_id, _merged(duplicate))
         if self.cfg.consolidation.supersede:
-            for verdict in _offline_verdicts([(added["id"], content)], near.items()):
+            for verdict in _offline_verdicts([(new_id, content)], near.items()):
                 outdated.setdefault(verdict.old_id, (verdict.new_id, verdict.reason))
-        return [added, *await self._retire_all(outdated, near)]
+        return outdated
 
     async def _settle_extracted(
         self, items: list[WriteResult], scope: EntityIds
@@ -304,16 +373,18 @@ class WritePipeline:
         metadata: dict[str, Any],
         turn: bool = True,
         prepared: tuple[IndexTexts, list[float]] | None = None,
+        memory_id: str | None = None,
     ) -> WriteResult:
         """mem0's `infer=False` insert (`mem0_seam.create_memory`), with our index texts.
 
         The memory keeps mem0's payload (data, hash, timestamps, role, actor_id) and history
         row; what differs is what is embedded and keyword-indexed (`retrieval/indexing.py`) and
         the link to the memory written just before it in the scope (`prev_id`). A fact
-        (`turn` false) comes `prepared`: its texts and vector, computed by the caller.
+        (`turn` false) comes `prepared`: its texts and vector, computed by the caller. The
+        id is `memory_id` when the caller names one, else a new UUID.
         """
         content, name = msg["content"], msg.get("name")
-        memory_id = str(uuid.uuid4())
+        memory_id = memory_id or str(uuid.uuid4())
         # claim the link first, so concurrent writes in a scope form one chain
         previous = None
         if turn:

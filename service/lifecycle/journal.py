@@ -12,18 +12,24 @@ ends a session whose agent went away. Two stores with the same methods and resul
 
 The journal logic (`_Journal`) is written once over `tables.LocalTables` and
 `tables.PgTables`.
+
+An erasure (`forget_erased`) deletes what the journal holds of it: every exchange of an
+erased scope journalled before the erasure; for single memories, the exchanges of their
+scope that hold their text, and the consolidated exchanges of the session they came from
+(kept for inspection only), so no later consolidation writes an erased memory again.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from memorystore.config import ServiceConfig
-from memorystore.scope import EntityIds
+from memorystore.scope import IDENTITY_KEYS, EntityIds, scope_key
 from memorystore.service.state import postgres
+from memorystore.service.state.erasures import Forgotten
 from memorystore.service.state.tables import (
     LocalTables,
     PgTables,
@@ -92,6 +98,9 @@ class Exchange:
     metadata: dict[str, Any]
     saved: bool  # the agent saved memories itself during this exchange (add_memory)
     raw: bool  # its user statements may be stored as written (false: only extracted facts)
+    # when it was journalled (the database's clock): with `seq`, it names the exchange in
+    # this store alone (consolidation derives memory ids from both)
+    created: float = field(default=0.0, compare=False, repr=False)
 
 
 def scope_of(key: str) -> EntityIds:
@@ -102,8 +111,10 @@ def scope_of(key: str) -> EntityIds:
 
 
 def _exchange(row: tuple[Any, ...]) -> Exchange:
-    seq, messages, metadata, saved, raw = row
-    return Exchange(int(seq), json.loads(messages), json.loads(metadata), bool(saved), bool(raw))
+    seq, messages, metadata, saved, raw, created = row
+    return Exchange(
+        int(seq), json.loads(messages), json.loads(metadata), bool(saved), bool(raw), created
+    )
 
 
 class _Journal(Tables):
@@ -150,7 +161,7 @@ class _Journal(Tables):
         if not storable(session):
             return []  # never journalled (append refuses it)
         rows = self._rows(
-            f"SELECT seq, messages, metadata, saved, raw FROM {self._table} WHERE "
+            f"SELECT seq, messages, metadata, saved, raw, created FROM {self._table} WHERE "
             "consolidated IS NULL AND scope=? AND session=? ORDER BY seq",
             (scope.key(), session),
         )
@@ -186,6 +197,42 @@ class _Journal(Tables):
             keys = [k for (k,) in statements.rows(f"SELECT DISTINCT scope FROM {self._table}")]
             doomed = [(k,) for k in keys if scope.contains(json.loads(k))]
             statements.many(f"DELETE FROM {self._table} WHERE scope=?", doomed)
+
+    def forget_erased(self, forgotten: Forgotten) -> int:
+        """An erasure's part here (see the module's docstring); returns the rows deleted."""
+        with self._transaction() as statements:
+            if forgotten.whole_scope:
+                erased = forgotten.erased
+                rows = statements.rows(f"SELECT seq, scope, created FROM {self._table}")
+                doomed = [
+                    (seq,)
+                    for seq, key, created in rows
+                    if erased.scope_erased(json.loads(key), float(created))
+                ]
+            else:
+                doomed = [(seq,) for seq in self._holding(statements, forgotten)]
+            statements.many(f"DELETE FROM {self._table} WHERE seq=?", doomed)
+        return len(doomed)
+
+    def _holding(self, statements: Statements, forgotten: Forgotten) -> set[int]:
+        """The exchanges that hold an erased memory: in its scope, with its text, or already
+        consolidated in the session it came from."""
+        found: set[int] = set()
+        for payload in forgotten.memories.values():
+            key = scope_key({k: payload[k] for k in IDENTITY_KEYS if payload.get(k)})
+            text = str(payload.get("data") or "")
+            session = payload.get("session") if payload.get("source") == "session" else None
+            rows = statements.rows(
+                f"SELECT seq, session, messages, consolidated FROM {self._table} WHERE scope=?",
+                (key,),
+            )
+            for seq, row_session, messages, consolidated in rows:
+                said = (m.get("content") for m in json.loads(messages) if isinstance(m, dict))
+                if (text and any(isinstance(c, str) and text in c for c in said)) or (
+                    consolidated is not None and session is not None and row_session == session
+                ):
+                    found.add(int(seq))
+        return found
 
     def prune(self, older_than_seconds: float) -> None:
         """Consolidated exchanges are kept a while for inspection, then dropped."""

@@ -6,6 +6,10 @@ through another replica finds them too. A key is held while its first request ru
 in-process lock, and with PostgreSQL an advisory lock across replicas), so a retry that
 arrives meanwhile waits and replays instead of writing twice. Entries expire after
 `ttl_seconds`.
+
+A stored answer repeats what was written (an add's texts), so each record also keeps the ids
+of the memories its answer names; an erasure deletes every record naming an erased memory
+(`forget_erased`), and a retry of that key then runs again instead of handing the text back.
 """
 
 from __future__ import annotations
@@ -14,20 +18,23 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from memorystore.keyed_locks import KeyedLocks
+from memorystore.service.state.erasures import Forgotten
 from memorystore.service.state.postgres import Migration
 from memorystore.service.state.tables import LocalTables, PgTables, Tables
 
 TTL_SECONDS = 24 * 3600
+# keys of an answer whose values are memory ids (an add's results: written, repeated, retired)
+ID_KEYS = ("id", "duplicate_of", "superseded_by")
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, fingerprint TEXT, "
-    "status INTEGER, response TEXT, created REAL)"
+    "status INTEGER, response TEXT, created REAL, memories TEXT NOT NULL DEFAULT '[]')"
 )
 
 MIGRATIONS = [
@@ -46,12 +53,35 @@ MIGRATIONS = [
         CREATE INDEX IF NOT EXISTS memorystore_idempotency_created
             ON memorystore_idempotency (created);
         """,
-    )
+    ),
+    Migration(
+        "idempotency",
+        2,
+        "the memories each stored answer names (erasure)",
+        "ALTER TABLE memorystore_idempotency ADD COLUMN memories text NOT NULL DEFAULT '[]';",
+    ),
 ]
 
 
 class KeyReused(ValueError):
     """The key was first used for a different request: replaying would be wrong."""
+
+
+def memory_ids(body: Any) -> list[str]:
+    """Every memory id an answer names (`ID_KEYS` at any depth), each once, in order."""
+
+    def walk(value: Any) -> Iterator[str]:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in ID_KEYS and isinstance(item, str):
+                    yield item
+                else:
+                    yield from walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from walk(item)
+
+    return list(dict.fromkeys(walk(body)))
 
 
 def fingerprint(method: str, path: str, body: Any) -> str:
@@ -75,16 +105,41 @@ class _Records(Tables):
         )
         return (str(rows[0][0]), int(rows[0][1]), str(rows[0][2])) if rows else None
 
-    def put(self, key: str, fp: str, status: int, response: str, now: float, since: float) -> None:
+    def put(
+        self,
+        key: str,
+        fp: str,
+        status: int,
+        response: str,
+        now: float,
+        since: float,
+        memories: list[str] | None = None,
+    ) -> None:
+        named = json.dumps(memories or [])
         with self._transaction() as statements:
             statements.rows(
-                f"INSERT INTO {self._table} (key, fingerprint, status, response, created) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                f"INSERT INTO {self._table} "
+                "(key, fingerprint, status, response, created, memories) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "fingerprint=excluded.fingerprint, status=excluded.status, "
-                "response=excluded.response, created=excluded.created",
-                (key, fp, status, response, now),
+                "response=excluded.response, created=excluded.created, "
+                "memories=excluded.memories",
+                (key, fp, status, response, now, named),
             )
             statements.rows(f"DELETE FROM {self._table} WHERE created<?", (since,))
+
+    def forget_erased(self, forgotten: Forgotten) -> int:
+        """Delete every record whose answer names an erased memory; returns how many."""
+        doomed_ids = forgotten.ids
+        with self._transaction() as statements:
+            rows = statements.rows(f"SELECT key, memories, response FROM {self._table}")
+            doomed = [
+                (key,)
+                for key, named, response in rows
+                if doomed_ids.intersection(json.loads(named) or memory_ids(json.loads(response)))
+            ]
+            statements.many(f"DELETE FROM {self._table} WHERE key=?", doomed)
+        return len(doomed)
 
 
 class LocalRecords(_Records, LocalTables):
@@ -92,6 +147,9 @@ class LocalRecords(_Records, LocalTables):
 
     def __init__(self, path: Path) -> None:
         LocalTables.__init__(self, path, _SCHEMA)
+        columns = {row[1] for row in self._rows(f"PRAGMA table_info({self._table})")}
+        if "memories" not in columns:  # a file written before erasures named memories
+            self._rows(f"ALTER TABLE {self._table} ADD COLUMN memories TEXT NOT NULL DEFAULT '[]'")
 
 
 class PgRecords(_Records, PgTables):
@@ -120,9 +178,23 @@ class IdempotencyStore:
             if status < 500:
                 now = time.time()
                 await asyncio.to_thread(
-                    self._records.put, key, fp, status, json.dumps(body), now, now - self.ttl
+                    self._records.put,
+                    key,
+                    fp,
+                    status,
+                    json.dumps(body),
+                    now,
+                    now - self.ttl,
+                    memory_ids(body),
                 )
             return status, body, False
+
+    def forget_erased(self, forgotten: Forgotten) -> int:
+        """An erasure's part here: no stored answer names an erased memory afterwards."""
+        return self._records.forget_erased(forgotten)
+
+    def checkpoint(self) -> bool:
+        return self._records.checkpoint()
 
     def close(self) -> None:
         self._records.close()

@@ -178,3 +178,25 @@ class PgHistory:
 
     def count(self) -> int:
         return int(self.database.execute("SELECT count(*) FROM memorystore_history")[0][0])
+
+    # --- erasure (mem0_seam.purge_history, purge_messages) ---------------------------------
+
+    def purge(self, memory_ids: list[str]) -> int:
+        """Delete every row of these memories (an erasure: no text, no row left)."""
+        return self._delete_where_any("memorystore_history", "memory_id", memory_ids)
+
+    def session_scopes(self) -> list[str]:
+        rows = self.database.execute("SELECT DISTINCT session_scope FROM memorystore_messages")
+        return [str(scope) for (scope,) in rows]
+
+    def purge_messages(self, session_scopes: list[str]) -> int:
+        """Delete the recent messages mem0 keeps for these session scopes."""
+        return self._delete_where_any("memorystore_messages", "session_scope", session_scopes)
+
+    def _delete_where_any(self, table: str, column: str, values: list[str]) -> int:
+        if not values:
+            return 0
+        rows = self.database.execute(
+            f"DELETE FROM {table} WHERE {column} = ANY(%s) RETURNING 1", (values,)
+        )
+        return len(rows)

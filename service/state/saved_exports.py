@@ -6,7 +6,7 @@ records and the session journal; `PgExportStore` in the table `memorystore_expor
 `history.postgres`, shared by the replicas (schema: `MIGRATIONS`). An export is kept
 `RETENTION_S` (7 days; pruned whenever one is created), keyed by its id, with its scope and
 the scopes of the memories it holds, so deleting a user's memories also deletes every
-stored export that holds any of them (right to erasure, `forget`).
+stored export that holds any of them (right to erasure, `forget`, `forget_erased`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from memorystore.scope import EntityIds, scope_key
 from memorystore.service.state import postgres
+from memorystore.service.state.erasures import Forgotten
 from memorystore.service.state.tables import LocalTables, PgTables, Tables, checked_key, storable
 
 RETENTION_S = 7 * 24 * 3600
@@ -126,6 +127,41 @@ class _Exports(Tables):
             statements.many(f"DELETE FROM {self._table} WHERE id=?", doomed)
         return len(doomed)
 
+    def forget_erased(self, forgotten: Forgotten) -> int:
+        """An erasure's part here: delete every export made before it that holds an erased
+        memory (by its scope or one of its members' for a scope erasure; by the memory's id
+        in the document for an erasure of single memories). Returns how many."""
+        erased = forgotten.erased
+        with self._transaction() as statements:
+            if forgotten.whole_scope:
+                rows = statements.rows(f"SELECT id, scope, members, created FROM {self._table}")
+                doomed = [
+                    (export_id,)
+                    for export_id, key, members, created in rows
+                    if any(
+                        erased.scope_erased(json.loads(k), float(created))
+                        for k in (key, *json.loads(members))
+                    )
+                ]
+            else:
+                found = [
+                    row
+                    for memory_id in sorted(forgotten.ids)
+                    for row in statements.rows(
+                        f"SELECT id, document FROM {self._table} WHERE document LIKE ? ESCAPE ?",
+                        (f"%{_like(json.dumps(memory_id, ensure_ascii=False))}%", "\\"),
+                    )
+                ]
+                doomed = list(
+                    {
+                        (export_id,): None
+                        for export_id, document in found
+                        if forgotten.ids & {m.get("id") for m in json.loads(document)["memories"]}
+                    }
+                )
+            statements.many(f"DELETE FROM {self._table} WHERE id=?", doomed)
+        return len(doomed)
+
 
 class ExportStore(LocalTables, _Exports):
     """Exports in their own SQLite file (one replica)."""
@@ -147,6 +183,11 @@ class PgExportStore(PgTables, _Exports):
     def __init__(self, database: postgres.Database, retention_s: float = RETENTION_S) -> None:
         super().__init__(database)
         self.retention_s = retention_s
+
+
+def _like(text: str) -> str:
+    """`text` as the literal part of a LIKE pattern whose escape character is a backslash."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _ids(memory: dict[str, Any]) -> dict[str, Any]:

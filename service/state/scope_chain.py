@@ -12,14 +12,19 @@ was "just before" must be one answer for all writers of a scope:
 
 A claim happens before the memory is written; a write that then fails leaves a link to a
 memory that never existed, which indexing treats as no context.
+
+The chain holds a memory's line (its text): an erasure drops every entry of an erased scope
+and every entry naming an erased memory (`forget_erased`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import OrderedDict
 from typing import Protocol
 
+from memorystore.service.state.erasures import Forgotten
 from memorystore.service.state.postgres import Database, Migration, lock_id
 
 CHAIN_SCOPES = 10_000  # scopes LocalChain remembers
@@ -67,6 +72,15 @@ class LocalChain:
         """A deleted scope starts a new chain (no deleted text becomes context)."""
         self._last.pop(scope.key(), None)
 
+    async def forget_erased(self, forgotten: Forgotten) -> int:
+        """Drop the entries of erased scopes and those naming erased memories."""
+        doomed = [
+            key for key, (memory_id, _) in self._last.items() if _erased(forgotten, key, memory_id)
+        ]
+        for key in doomed:
+            del self._last[key]
+        return len(doomed)
+
 
 class PgChain:
     def __init__(self, database: Database) -> None:
@@ -97,3 +111,24 @@ class PgChain:
             "DELETE FROM memorystore_scope_chain WHERE scope = %s",
             (scope.key(),),
         )
+
+    def _forget_erased(self, forgotten: Forgotten) -> int:
+        rows = self.database.execute("SELECT scope, memory_id FROM memorystore_scope_chain")
+        doomed = [key for key, memory_id in rows if _erased(forgotten, key, memory_id)]
+        if doomed:
+            self.database.execute(
+                "DELETE FROM memorystore_scope_chain WHERE scope = ANY(%s)", (doomed,)
+            )
+        return len(doomed)
+
+    async def forget_erased(self, forgotten: Forgotten) -> int:
+        """Drop the entries of erased scopes and those naming erased memories."""
+        return await asyncio.to_thread(self._forget_erased, forgotten)
+
+
+def _erased(forgotten: Forgotten, key: str, memory_id: str) -> bool:
+    """An entry (scope key, last memory) an erasure covers. No time is compared: dropping an
+    entry of a scope's later life only starts a new chain there."""
+    if str(memory_id) in forgotten.ids:
+        return True
+    return forgotten.whole_scope and forgotten.erased.scope_erased(json.loads(key))

@@ -22,14 +22,25 @@ from memorystore.service.state import postgres
 
 def open_local(path: Path, schema: str = "") -> sqlite3.Connection:
     """One connection shared by threads under the caller's lock, autocommit, WAL (a crash
-    loses nothing committed), waiting for a second process rather than failing."""
+    loses nothing committed), waiting for a second process rather than failing, and
+    `secure_delete` on: a deleted row's bytes are overwritten, not left in a free page (an
+    erasure must leave no text in the file; `checkpoint` then empties the WAL)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA secure_delete=ON")
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA busy_timeout=5000")
     if schema:
         db.executescript(schema)
     return db
+
+
+def checkpoint_local(db: sqlite3.Connection) -> bool:
+    """Copy the WAL into the database file and empty it (after an erasure: the WAL still
+    holds the pages as they were before the delete). False when a reader in another
+    process kept part of it (the next checkpoint finishes the job)."""
+    busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return not busy
 
 
 def storable(text: str) -> bool:
@@ -83,6 +94,11 @@ class Tables(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def checkpoint(self) -> bool:
+        """Leave no deleted row in the database's own log (SQLite's WAL); True when done.
+        PostgreSQL's log and dead rows are the database server's (docs/operations/erasure.md)."""
+        return True
+
 
 class _SqliteStatements:
     def __init__(self, db: sqlite3.Connection) -> None:
@@ -122,6 +138,10 @@ class LocalTables(Tables):
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def checkpoint(self) -> bool:
+        with self._mutex:
+            return checkpoint_local(self._db)
 
     def close(self) -> None:
         with self._mutex:

@@ -20,14 +20,25 @@ during 20 upserts) and nothing is flushed in the background (none within 12 s). 
 killed with SIGKILL after acknowledged writes, without flush or close, loses none of them: the
 next load replays the WAL. An OS crash or power loss can lose writes made since the last
 flush(), which close() performs (it msyncs and fsyncs).
+
+Erasure (measured on qdrant-edge 0.9.0): a delete leaves the payload in the segment's pages
+and in the memory-mapped WAL (32 MiB, reused only when full); `optimize()` rewrites segments,
+never the WAL, and the WAL cannot be emptied (its indexes number the segments' versions).
+`purge()` therefore copies every live point as stored into a new shard that replaces the old
+one, whose files are deleted: one copy of the store; reads go on, writes wait. A crash at any
+step leaves a whole shard: `.<name>.purge` (the copy) is dropped at the next open, and
+`.<name>.old` (the replaced shard) too, after the copy takes its place if the crash came
+between the two renames.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +73,7 @@ KEYWORD_INDEX_FIELDS = (
 )
 TENANT_FIELD = "user_id"
 _CONFIG_FILE = "edge_config.json"
+PURGE_PAGE = 512  # points copied per operation when the shard is rewritten
 
 
 class EdgeVectorStore:
@@ -90,6 +102,11 @@ class EdgeVectorStore:
         self._bm25 = lexical.encoder(self.tokenizer)
         self._lock = threading.Lock()
         self._shard: qe.EdgeShard | None = None
+        # reads in flight, and whether the shard is being swapped (purge): a swap waits for
+        # the reads and new reads wait for the swap, so no read meets a closed shard
+        self._gate = threading.Condition()
+        self._readers = 0
+        self._swapping = False
         self.create_col()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -124,11 +141,16 @@ class EdgeVectorStore:
         """Names of the collections (shard directories) under this store's root path."""
         if not self.root.is_dir():
             return []
-        return sorted(d.name for d in self.root.iterdir() if (d / _CONFIG_FILE).is_file())
+        return sorted(
+            d.name
+            for d in self.root.iterdir()
+            if not d.name.startswith(".") and (d / _CONFIG_FILE).is_file()
+        )
 
     def col_info(self) -> dict[str, Any]:
         """Size and location of this collection."""
-        info = self._open().info()
+        with self._read() as shard:
+            info = shard.info()
         return {
             "name": self.collection_name,
             "path": str(self.path),
@@ -194,6 +216,32 @@ class EdgeVectorStore:
         """Delete one point; deleting an unknown id is a no-op."""
         self._write(qe.UpdateOperation.delete_points([vector_id]))
 
+    def purge(self) -> int:
+        """Rewrite the shard with only its live points, so nothing deleted stays on disk
+        (payload pages, WAL); returns the points kept. Writes wait; reads go on, on the old
+        shard until the new one takes its place (see the module's "Erasure")."""
+        with self._lock:
+            shard = self._open()
+            shard.flush()
+            copy, old = self._purge_paths()
+            if copy.exists():
+                shutil.rmtree(copy)
+            fresh = qe.EdgeShard.create(str(copy), self._config())
+            try:
+                _index_fields(fresh)
+                kept = _copy_points(shard, fresh)
+                fresh.flush()
+            finally:
+                fresh.close()
+            with self._swap():
+                self._close_shard()
+                os.rename(self.path, old)
+                os.rename(copy, self.path)
+                _sync_dir(self.root)
+                shutil.rmtree(old)
+                self._shard = self._open_shard()
+            return kept
+
     # --- reads -----------------------------------------------------------------------------
 
     def search(
@@ -205,7 +253,8 @@ class EdgeVectorStore:
     ) -> list[OutputData]:
         """Dense search; ``score`` is the cosine similarity (higher is closer)."""
         request = self._request(qe.Query.Nearest(vectors), top_k, engine_filter(filters))
-        return [_output(hit) for hit in self._open().query(request)]
+        with self._read() as shard:
+            return [_output(hit) for hit in shard.query(request)]
 
     def search_batch(
         self,
@@ -219,7 +268,9 @@ class EdgeVectorStore:
         batch = qe.QueryBatchRequest(
             [self._request(qe.Query.Nearest(v), top_k, query_filter) for v in vectors_list]
         )
-        return [[_output(hit) for hit in hits] for hits in self._open().query_batch(batch)]
+        with self._read() as shard:
+            found = shard.query_batch(batch)
+        return [[_output(hit) for hit in hits] for hits in found]
 
     def keyword_search(
         self, query: str, top_k: int = 5, filters: Filters | None = None
@@ -233,7 +284,8 @@ class EdgeVectorStore:
             return None
         nearest = qe.Query.Nearest(self._bm25.embed_query(query), using=BM25_VECTOR)
         request = self._request(nearest, top_k, engine_filter(filters))
-        return [_output(hit) for hit in self._open().query(request)]
+        with self._read() as shard:
+            return [_output(hit) for hit in shard.query(request)]
 
     def cosine(
         self, vectors: list[float], ids: Sequence[str], filters: Filters | None = None
@@ -244,12 +296,14 @@ class EdgeVectorStore:
         scope = engine_filter(filters)
         only = qe.Filter(must=[qe.HasIdCondition(set(ids)), *([scope] if scope else [])])
         request = qe.QueryRequest(limit=len(ids), query=qe.Query.Nearest(vectors), filter=only)
-        return {str(hit.id): hit.score for hit in self._open().query(request)}
+        with self._read() as shard:
+            return {str(hit.id): hit.score for hit in shard.query(request)}
 
     def get(self, vector_id: PointId) -> OutputData | None:
         """The point with this id, or None when there is none."""
         try:
-            records = self._open().retrieve([vector_id], True, False)
+            with self._read() as shard:
+                records = shard.retrieve([vector_id], True, False)
         except ValueError:  # Not parseable as a point id, so no point can have it.
             return None
         return _output(records[0]) if records else None
@@ -261,7 +315,8 @@ class EdgeVectorStore:
             request = qe.ScrollRequest(
                 offset=offset, limit=batch, with_payload=True, with_vector=True
             )
-            records, offset = self._open().scroll(request)
+            with self._read() as shard:
+                records, offset = shard.scroll(request)
             for record in records:
                 yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
             if offset is None:
@@ -269,11 +324,14 @@ class EdgeVectorStore:
 
     def count(self, filters: Filters | None = None) -> int:
         """Exact number of points matching the filters."""
-        return self._open().count(qe.CountRequest(exact=True, filter=engine_filter(filters)))
+        request = qe.CountRequest(exact=True, filter=engine_filter(filters))
+        with self._read() as shard:
+            return shard.count(request)
 
     def facet_counts(self, key: str, limit: int) -> dict[FacetValue, int]:
         """Points per distinct value of a keyword-indexed field, read from its index."""
-        hits = self._open().facet(qe.FacetRequest(key, limit=limit, exact=True))
+        with self._read() as shard:
+            hits = shard.facet(qe.FacetRequest(key, limit=limit, exact=True))
         return {hit.value: hit.count for hit in hits}
 
     # --- internals -------------------------------------------------------------------------
@@ -283,6 +341,61 @@ class EdgeVectorStore:
         if shard is None:
             raise RuntimeError(f"EdgeVectorStore for {self.path} is closed")
         return shard
+
+    @contextmanager
+    def _read(self) -> Iterator[qe.EdgeShard]:
+        """The open shard for one read; a purge's swap waits until the read is done."""
+        with self._gate:
+            while self._swapping:
+                self._gate.wait()
+            shard = self._open()
+            self._readers += 1
+        try:
+            yield shard
+        finally:
+            with self._gate:
+                self._readers -= 1
+                if not self._readers:
+                    self._gate.notify_all()
+
+    @contextmanager
+    def _swap(self) -> Iterator[None]:
+        """No read in flight and none starting while the body replaces the shard."""
+        with self._gate:
+            self._swapping = True
+            while self._readers:
+                self._gate.wait()
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._swapping = False
+                self._gate.notify_all()
+
+    def _purge_paths(self) -> tuple[Path, Path]:
+        """Where a purge builds the new shard, and where the old one waits to be deleted."""
+        return (
+            self.root / f".{self.collection_name}.purge",
+            self.root / f".{self.collection_name}.old",
+        )
+
+    def _recover_purge(self) -> None:
+        """Finish or drop what a purge killed half-way left (see the module's "Erasure")."""
+        copy, old = self._purge_paths()
+        if old.exists():
+            if not self.path.exists() and copy.exists():  # killed between the two renames
+                os.rename(copy, self.path)
+            shutil.rmtree(old)
+        if copy.exists():  # a copy never finished, or finished but not swapped in
+            shutil.rmtree(copy)
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors=qe.EdgeVectorParams(
+                size=self.embedding_model_dims, distance=qe.Distance.Cosine
+            ),
+            sparse_vectors={BM25_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
 
     def _write(self, *operations: qe.UpdateOperation) -> None:
         with self._lock:
@@ -302,12 +415,8 @@ class EdgeVectorStore:
             shutil.rmtree(self.path)
 
     def _open_shard(self) -> qe.EdgeShard:
-        config = qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(
-                size=self.embedding_model_dims, distance=qe.Distance.Cosine
-            ),
-            sparse_vectors={BM25_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        )
+        self._recover_purge()
+        config = self._config()
         config_file = self.path / _CONFIG_FILE
         if config_file.is_file():
             # The engine's own mismatch error is a bare Exception; name both sizes instead.
@@ -320,11 +429,7 @@ class EdgeVectorStore:
             shard = qe.EdgeShard.load(str(self.path), config)
         else:
             shard = qe.EdgeShard.create(str(self.path), config)
-        indexed = shard.info().payload_schema
-        for field in KEYWORD_INDEX_FIELDS:
-            if field not in indexed:
-                params = qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD)
-                shard.update(qe.UpdateOperation.create_field_index(field, params))
+        _index_fields(shard)
         return shard
 
     def _point(self, point_id: PointId, vector: list[float], payload: Payload) -> qe.Point:
@@ -344,12 +449,47 @@ class EdgeVectorStore:
         self, filters: Filters | None = None, top_k: int = 100
     ) -> tuple[list[OutputData], str | None]:
         """``(points, next_offset)`` like qdrant-client's scroll, which mem0 indexes with [0]."""
-        records, next_offset = self._open().scroll(
-            qe.ScrollRequest(
-                limit=top_k, filter=engine_filter(filters), with_payload=True, with_vector=False
-            )
+        request = qe.ScrollRequest(
+            limit=top_k, filter=engine_filter(filters), with_payload=True, with_vector=False
         )
+        with self._read() as shard:
+            records, next_offset = shard.scroll(request)
         return [_output(r) for r in records], None if next_offset is None else str(next_offset)
+
+
+def _index_fields(shard: qe.EdgeShard) -> None:
+    """The keyword indexes every shard of the store has (created where missing)."""
+    indexed = shard.info().payload_schema
+    for field in KEYWORD_INDEX_FIELDS:
+        if field not in indexed:
+            params = qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD)
+            shard.update(qe.UpdateOperation.create_field_index(field, params))
+
+
+def _copy_points(source: qe.EdgeShard, target: qe.EdgeShard) -> int:
+    """Every live point of `source` into `target` as stored (ids, all vectors, payload)."""
+    copied = 0
+    offset: Any = None
+    while True:
+        request = qe.ScrollRequest(
+            offset=offset, limit=PURGE_PAGE, with_payload=True, with_vector=True
+        )
+        records, offset = source.scroll(request)
+        if records:
+            points = [qe.Point(r.id, r.vector or {}, r.payload or {}) for r in records]
+            target.update(qe.UpdateOperation.upsert_points(points))
+            copied += len(points)
+        if offset is None:
+            return copied
+
+
+def _sync_dir(path: Path) -> None:
+    """Make the renames in `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def dense_vector(stored: Any) -> list[float]:

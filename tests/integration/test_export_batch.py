@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mem0 import AsyncMemoryClient
+from mem0.exceptions import MemoryNotFoundError
 
 from memorystore.config import ServiceEmbedder
 from memorystore.service.ops.runner import ServiceThread, embedded_config
@@ -82,7 +83,11 @@ async def test_batch_delete(client, http):
     answer = await client.batch_delete([{"memory_id": i} for i in ids[:2]])
     assert answer == {"message": "Successfully deleted 2 memories"}
     assert list(texts(http, user_id="bob")) == [ids[2]]
-    assert [h["event"] for h in await client.history(ids[0])] == ["ADD", "DELETE"]
+    # a deleted memory is erased: its history is gone too (docs/operations/erasure.md)
+    for erased in ids[:2]:
+        with pytest.raises(MemoryNotFoundError):
+            await client.history(erased)
+    assert [h["event"] for h in await client.history(ids[2])] == ["ADD"]
 
 
 async def test_batch_refusals_change_nothing(client, http):
