@@ -29,11 +29,13 @@ from memorystore.spec import (
 )
 
 __all__ = [
+    "KEY_WAITS",
     "RFC3339",
     "SCHEDULED_LABEL",
     "SLOT_ANNOTATION",
     "RestorePlan",
     "Scheduled",
+    "backup_key_source",
     "due_slot",
     "format_time",
     "latest_slot",
@@ -241,6 +243,24 @@ def plan_restore(
             ),
         )
     return RestorePlan(restore=Restore(claim=status["claimName"], path=status["path"]))
+
+
+# backup_key_source's answer while spec.restore's backup does not exist yet
+KEY_WAITS = "wait"
+
+
+def backup_key_source(spec: MemoryStoreSpec, backup: dict[str, Any] | None) -> str | None:
+    """Whose backup key a store's new `<store>-backup-key` Secret takes: None for a new
+    random key; the store that took spec.restore's backup (its MemoryStoreBackup's
+    spec.store), whose key signed it, so the restore can verify it and the restored store
+    signs its own backups alike; KEY_WAITS while that backup does not exist (a key made now
+    could not verify it later)."""
+    if spec.restore is None:
+        return None
+    if backup is None:
+        return KEY_WAITS
+    store = (backup.get("spec") or {}).get("store")
+    return store if isinstance(store, str) and store else None
 
 
 def restore_failure(pods: Iterable[dict[str, Any]], container: str) -> str | None:

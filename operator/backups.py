@@ -3,31 +3,35 @@
 This is the runtime: the pure decisions (which scheduled slot is due, which backups retention
 prunes, whether a restore can start) are `backup_plan.py`, so every case is unit-tested; here
 the API is read and written and the memory service's backup API is called
-(`POST /v1/backups/`, `GET`/`DELETE /v1/backups/{name}/`) with the store's own service key,
-verifying its CA, exactly as an agent pod does.
+(`POST /v1/backups/`, `GET`/`DELETE /v1/backups/{name}/`, through `backup_service.py`) with
+the store's own service key, verifying its CA, exactly as an agent pod does.
 
 A MemoryStoreBackup is handled by kopf on create and resume only: no deletion handler and
 no timer, which would put a finalizer on every backup (see handlers.py). Backups carry no
 owner reference: a backup outlives its store, so a new store can restore from it. Scheduled
 backups are created, and pruned, by the store's reconcile (the resync loop runs it).
+
+A connection that drops after the backup was asked for (the service restarted, a network
+fault) does not fail the backup at once: the operator asks the service whether the backup
+finished or is still being written (`GET`: 200, or 409 while it runs), waits for it, and asks
+again for one that is not there, up to BACKUP_ATTEMPTS times in all (status.attempts). The
+service removes a killed backup's partial files when it starts, and retention deletes the
+files of failed backups as well as those of succeeded ones.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime as dt
 import logging
-import ssl
 from typing import Any
 
-import httpx
 import httpx2
 from lightkube import AsyncClient
 from lightkube.core.client import LabelSelector
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod, Secret
+from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
@@ -42,6 +46,14 @@ from memorystore.operator.backup_plan import (
     service_state,
     slot_name,
     to_prune,
+)
+from memorystore.operator.backup_service import (
+    BACKUP_TIMEOUT,
+    SHORT_TIMEOUT,
+    ConnectionDropped,
+    ServiceError,
+    StoreService,
+    detail,
 )
 from memorystore.operator.builders.model import Owner
 from memorystore.operator.builders.validate import POSTGRES_BACKUP_ADVICE, postgres_fields
@@ -60,8 +72,10 @@ from memorystore.spec import (
 )
 
 __all__ = [
+    "BACKUP_ATTEMPTS",
     "BackupFailed",
     "BackupRunner",
+    "ConnectionDropped",
     "ServiceError",
     "StoreService",
     "claim_exists",
@@ -72,99 +86,9 @@ __all__ = [
 
 log = logging.getLogger("memorystore.operator")
 
-# How often a backup looks again at a service it waits for (how long: the settings), and how
-# long the service may take to write it (big stores take minutes).
+# How often a backup looks again at a service it waits for (how long: the settings).
 POLL_SECONDS = 2.0
-BACKUP_TIMEOUT = httpx.Timeout(connect=10.0, read=1800.0, write=30.0, pool=10.0)
-SHORT_TIMEOUT = httpx.Timeout(10.0)
-CONNECT_ATTEMPTS = 3
-
-
-# --- the service's backup API -----------------------------------------------------------------
-
-
-class ServiceError(Exception):
-    """The service refused or could not be reached; the message is safe for status."""
-
-
-def _decode(secret: Secret | None, key: str) -> str | None:
-    raw = ((secret.data or {}) if secret else {}).get(key)
-    if not raw:
-        return None
-    try:
-        return base64.b64decode(raw).decode().strip() or None
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-class StoreService:
-    """The memory service of one store, as an agent reaches it: the Service's name, the
-    store's current service key, its CA."""
-
-    def __init__(self, endpoint: str, key: str, ca_cert: str | None) -> None:
-        self.endpoint = endpoint.rstrip("/")
-        self._key = key
-        self._verify: ssl.SSLContext | bool = (
-            ssl.create_default_context(cadata=ca_cert) if ca_cert else True
-        )
-
-    @classmethod
-    async def of(cls, client: AsyncClient, store: str, namespace: str, tls: bool) -> StoreService:
-        async def read(secret: str, key: str) -> str | None:
-            return _decode(await apply.get_secret(client, secret, namespace), key)
-
-        key = await read(names.service_key_secret_name(store), names.CURRENT_SERVICE_KEY)
-        if key is None:
-            raise ServiceError(
-                f"the service key of store {store} (Secret "
-                f"{names.service_key_secret_name(store)}) does not exist yet"
-            )
-        ca = None
-        if tls:
-            ca = await read(names.ca_secret_name(store), names.CA_CERT) or await read(
-                names.tls_secret_name(store), names.CA_CERT
-            )
-        return cls(names.memory_endpoint(store, namespace, tls=tls), key, ca)
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        timeout: httpx.Timeout,
-        body: Any = None,
-        attempts: int = CONNECT_ATTEMPTS,
-    ) -> httpx.Response:
-        """One request; a connection that could not be made is retried `attempts` times."""
-        url = f"{self.endpoint}{path}"
-        headers = {"Authorization": f"Token {self._key}"}
-        last: Exception | None = None
-        for attempt in range(attempts):
-            try:
-                async with httpx.AsyncClient(verify=self._verify, timeout=timeout) as http:
-                    return await http.request(method, url, json=body, headers=headers)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
-                last = exc
-                if attempt + 1 < attempts:
-                    await asyncio.sleep(2.0 * (attempt + 1))
-            except httpx.HTTPError as exc:
-                raise ServiceError(
-                    f"the memory service at {self.endpoint} did not answer {method} {path}: "
-                    f"{type(exc).__name__}"
-                ) from None
-        raise ServiceError(
-            f"cannot reach the memory service at {self.endpoint}: {type(last).__name__} "
-            f"({attempts} attempts)"
-        )
-
-
-def _detail(response: httpx.Response) -> str:
-    """The service's error `detail` (never echoes a header, so never the key)."""
-    try:
-        detail = response.json().get("detail")
-    except (ValueError, AttributeError):
-        detail = None
-    text = detail if isinstance(detail, str) else response.reason_phrase
-    return f"HTTP {response.status_code}: {text}"[:2000]
+BACKUP_ATTEMPTS = 3  # backups asked for, at most, when the connection drops before the answer
 
 
 # --- taking one backup ------------------------------------------------------------------------
@@ -219,6 +143,7 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str, wait_secon
     store = (body.get("spec") or {}).get("store", "")
     scheduled = (meta.get("labels") or {}).get(SCHEDULED_LABEL) == "true"
     started = status.started_at or format_time(dt.datetime.now(dt.UTC))
+    attempts = _Attempts(status.attempts or 0)
     try:
         spec, claim = await _preconditions(client, namespace, store)
         if status.phase != BackupPhase.RUNNING:
@@ -236,7 +161,9 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str, wait_secon
                 f"backing up store {store} onto PersistentVolumeClaim {claim}",
             )
         resumed = status.phase == BackupPhase.RUNNING
-        done = await _take(client, namespace, name, store, spec, claim, resumed, wait_seconds)
+        done = await _take(
+            client, namespace, name, store, spec, claim, resumed, wait_seconds, attempts
+        )
     except (BackupFailed, ServiceError) as exc:
         message = str(exc)
         await _set_status(
@@ -250,13 +177,17 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str, wait_secon
                 "scheduled": scheduled,
                 "message": None,
                 "error": message,
+                **attempts.status(),
             },
         )
         await apply.post_event(client, BACKUP_KIND, meta, "BackupFailed", message, warning=True)
         log.warning("backup %s/%s failed: %s", namespace, name, message)
         return
     await _set_status(
-        client, namespace, name, {**done, "startedAt": started, "scheduled": scheduled}
+        client,
+        namespace,
+        name,
+        {**done, "startedAt": started, "scheduled": scheduled, **attempts.status()},
     )
     await apply.post_event(
         client,
@@ -302,6 +233,16 @@ async def _preconditions(
     return spec, claim
 
 
+class _Attempts:
+    """How many times this backup was asked of the service (status.attempts)."""
+
+    def __init__(self, made: int) -> None:
+        self.made = made
+
+    def status(self) -> dict[str, Any]:
+        return {"attempts": self.made} if self.made else {}
+
+
 async def _take(
     client: AsyncClient,
     namespace: str,
@@ -311,6 +252,7 @@ async def _take(
     claim: str,
     resumed: bool,
     wait_seconds: float,
+    attempts: _Attempts,
 ) -> dict[str, Any]:
     """Wait for the service with the volume, then have it write the backup; the status."""
     service = await StoreService.of(client, store, namespace, spec.tls.enabled)
@@ -318,10 +260,14 @@ async def _take(
     if resumed:  # Running when the operator restarted: the service may have finished it
         try:
             previous = await service.call("GET", path, SHORT_TIMEOUT, attempts=1)
-            if previous.status_code == 200:
-                return manifest_status(previous.json(), claim)
         except ServiceError:
-            pass  # not reachable now: wait for it below, then take it (again)
+            previous = None  # not reachable now: wait for it below, then take it (again)
+        if previous is not None and previous.status_code == 200:
+            return manifest_status(previous.json(), claim)
+        if previous is not None and previous.status_code == 409:  # still being written
+            found = await _settled(service, path, wait_seconds)
+            if found is not None:
+                return manifest_status(found, claim)
     deadline = asyncio.get_running_loop().time() + wait_seconds
     said = None
     while True:
@@ -342,14 +288,55 @@ async def _take(
         await asyncio.sleep(POLL_SECONDS)
     if said is not None:
         await _set_status(client, namespace, name, {"message": None})
-    response = await service.call("POST", "/v1/backups/", BACKUP_TIMEOUT, {"name": name})
-    if response.is_success:
-        return manifest_status(response.json(), claim)
-    if response.status_code == 409:  # a name that exists: this backup, taken before a restart
-        again = await service.call("GET", path, SHORT_TIMEOUT)
-        if again.status_code == 200:
-            return manifest_status(again.json(), claim)
-    raise BackupFailed(f"the memory service refused the backup: {_detail(response)}")
+    while True:
+        attempts.made += 1
+        await _set_status(client, namespace, name, {"attempts": attempts.made})
+        try:
+            response = await service.call("POST", "/v1/backups/", BACKUP_TIMEOUT, {"name": name})
+        except ConnectionDropped as exc:
+            log.warning("backup %s/%s: %s; asking whether it finished", namespace, name, exc)
+            found = await _settled(service, path, wait_seconds)
+            if found is not None:
+                return manifest_status(found, claim)
+            if attempts.made >= BACKUP_ATTEMPTS:
+                raise BackupFailed(
+                    f"the connection to the memory service dropped before it answered, "
+                    f"{attempts.made} times (last: {exc})"
+                ) from None
+            continue
+        if response.is_success:
+            return manifest_status(response.json(), claim)
+        if response.status_code == 409:  # taken before a restart, or being taken right now
+            found = await _settled(service, path, wait_seconds)
+            if found is not None:
+                return manifest_status(found, claim)
+        raise BackupFailed(f"the memory service refused the backup: {detail(response)}")
+
+
+async def _settled(service: StoreService, path: str, wait_seconds: float) -> dict[str, Any] | None:
+    """The backup's manifest once the service has finished it; None when the service has
+    no such backup (ask for it again). While it is being written (409) or the service cannot
+    be reached (restarting), ask again, for up to `wait_seconds`."""
+    deadline = asyncio.get_running_loop().time() + wait_seconds
+    while True:
+        try:
+            response = await service.call("GET", path, SHORT_TIMEOUT)
+        except ServiceError:
+            response = None
+        if response is not None:
+            if response.status_code == 200:
+                manifest: dict[str, Any] = response.json()
+                return manifest
+            if response.status_code == 404:
+                return None
+            if response.status_code != 409:
+                raise BackupFailed(f"the memory service answered {path}: {detail(response)}")
+        if asyncio.get_running_loop().time() > deadline:
+            what = "still being written" if response is not None else "unreachable"
+            raise BackupFailed(
+                f"the backup was {what} after {wait_seconds:.0f} s of waiting for it to finish"
+            )
+        await asyncio.sleep(POLL_SECONDS)
 
 
 # --- scheduled backups and retention (the store's reconcile) ----------------------------------
@@ -408,22 +395,26 @@ async def keep_schedule(
 async def _prune(
     client: AsyncClient, owner: Owner, spec: MemoryStoreSpec, body: dict[str, Any]
 ) -> None:
-    """Delete one backup's files through the service (best effort), then its object."""
+    """Delete one backup's files through the service (best effort), then its object. A
+    failed backup's files go too: whatever a failed attempt left (its partial directory, or
+    a backup finished after the operator gave up on it)."""
     name = body["metadata"]["name"]
     status = body.get("status") or {}
-    if status.get("phase") == BackupPhase.SUCCEEDED:
+    if status.get("phase") in (BackupPhase.SUCCEEDED, BackupPhase.FAILED):
         try:
             service = await StoreService.of(client, owner.name, owner.namespace, spec.tls.enabled)
             response = await service.call(
                 "DELETE", f"/v1/backups/{name}/", SHORT_TIMEOUT, attempts=1
             )
             if not response.is_success and response.status_code != 404:
-                raise ServiceError(_detail(response))
+                raise ServiceError(detail(response))
         except ServiceError as exc:
+            target = spec.backup.volume.claim_name if spec.backup else None
+            claim = status.get("claimName") or target
             message = (
                 f"retention: could not delete the files of backup {name} through the memory "
-                f"service ({exc}); they stay on PersistentVolumeClaim {status.get('claimName')} "
-                f"under {status.get('path')}"
+                f"service ({exc}); they stay on PersistentVolumeClaim {claim} under "
+                f"{status.get('path') or name}"
             )
             log.warning("%s/%s: %s", owner.namespace, owner.name, message)
             await apply.post_event(

@@ -97,13 +97,22 @@ class RestoreSpec(Model):
         "the same embedder (provider, model, dimensions). The service starts only after an "
         "init container has restored it into the store's empty data."
     )
+    trust_unsigned: bool = Field(
+        False,
+        description="Restore the backup even when its manifest is unsigned or its signature "
+        "does not verify with the backup key (a backup from before signing, or signed with a "
+        "key that is gone). Every file and record is still checked. Off by default: only a "
+        "backup signed with the key of the store that took it is believed, so whoever can "
+        "write the backup volume but not read that key cannot make a backup a restore "
+        "accepts.",
+    )
 
 
 class BackupPhase(StrEnum):
     PENDING = "Pending"  # not started yet
     RUNNING = "Running"  # the operator waits for the service or the service writes it
     SUCCEEDED = "Succeeded"  # the files are on the volume (status says where)
-    FAILED = "Failed"  # status.error says why; nothing is retried
+    FAILED = "Failed"  # status.error says why
 
 
 class MemoryStoreBackupSpec(Model):
@@ -146,6 +155,12 @@ class MemoryStoreBackupStatus(Model):
         None,
         description="true: created by spec.backup.schedule and pruned by spec.backup.retention; "
         "on-demand backups are never pruned.",
+    )
+    attempts: int | None = Field(
+        None,
+        description="How many times the operator asked the memory service for this backup: "
+        "more than one when a connection dropped before the answer came (retried up to 3 "
+        "times, after asking the service whether the backup finished meanwhile).",
     )
     message: str | None = Field(None, description="What the backup is waiting for, while Running.")
     error: str | None = Field(None, description="Why it failed (phase Failed).")

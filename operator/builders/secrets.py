@@ -1,7 +1,7 @@
-"""The store's Secrets: the generated keys, the service key under rotation, the private CA and
-the TLS Secret, or the cert-manager Certificate that has cert-manager write the latter
-(spec.tls.issuerRef). The apply layer writes these itself (created once, rotated or
-re-issued), not with the other children."""
+"""The store's Secrets: the generated keys, the backup signing key, the service key under
+rotation, the private CA and the TLS Secret, or the cert-manager Certificate that has
+cert-manager write the latter (spec.tls.issuerRef). The apply layer writes these itself
+(created once, rotated or re-issued), not with the other children."""
 
 from __future__ import annotations
 
@@ -13,6 +13,15 @@ from memorystore.operator.builders.common import b64, canonical, metadata
 from memorystore.operator.builders.model import Keys, Owner
 from memorystore.operator.keys import ServiceKeyState, format_time
 from memorystore.spec import MemoryStoreSpec
+
+__all__ = [
+    "backup_key_secret",
+    "ca_secret",
+    "keys_secret",
+    "service_key_secret",
+    "tls_certificate",
+    "tls_secret",
+]
 
 # --- the generated keys ---------------------------------------------------------------------
 
@@ -32,6 +41,27 @@ def keys_secret(owner: Owner, keys: Keys, owned: bool) -> dict[str, Any]:
             "kind": "Secret",
             "metadata": metadata(
                 owner, names.keys_secret_name(owner.name), names.KEYS, owned=owned
+            ),
+            "type": "Opaque",
+        }
+    )
+
+
+def backup_key_secret(owner: Owner, key: str) -> dict[str, Any]:
+    """`<name>-backup-key`: the key the memory service signs its backups' manifests with
+    (HMAC-SHA256) and a restore verifies them with, mounted as a file in both.
+
+    Never owned, whatever spec.deletionPolicy says: backups outlive their store (they carry
+    no owner reference), and the key is what makes them restorable; a store re-created
+    with the same name signs with it again. Created once, immutable."""
+    return canonical(
+        {
+            "apiVersion": "v1",
+            "data": {names.BACKUP_SIGNING_KEY: b64(key)},
+            "immutable": True,
+            "kind": "Secret",
+            "metadata": metadata(
+                owner, names.backup_key_secret_name(owner.name), names.KEYS, owned=False
             ),
             "type": "Opaque",
         }

@@ -54,6 +54,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: _problem("No such memory in this scope"),
     413: _problem("Request body over limits.maxRequestBytes"),
     422: _problem("Invalid request: the detail names the field"),
+    431: _problem("Request line and headers over limits.maxHeaderBytes"),
     503: _problem(
         "The database is not ready yet (PostgreSQL): the detail says why",
         {"Retry-After": {"required": True, "schema": {"type": "integer", "minimum": 0}}},
@@ -62,12 +63,17 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 # what the backup routes answer besides
 BACKUP_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _problem(
+        "Not a backup: the name is a symbolic link or not a backup directory (nothing "
+        "outside the backup target is ever read or deleted)"
+    ),
     409: _problem(
-        "No backup target (backup.path), a backup of that name exists, or the store "
-        "is in PostgreSQL (its backups are the database's)"
+        "No backup target (backup.path), a backup of that name exists or is being taken, or "
+        "the store is in PostgreSQL (its backups are the database's)"
     ),
     503: _problem(
-        "The backup target is missing or not writable (or the database is not ready yet)"
+        "The backup target is missing, not writable or a symbolic link (or the database is "
+        "not ready yet)"
     ),
     507: _problem("The backup target is full"),
 }

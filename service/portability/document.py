@@ -45,13 +45,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from memorystore.scope import EntityIds, ScopeError
-from memorystore.service.api.schemas import (
-    EXPORT_FORMAT,
-    ExportDocument,
-    ExportedMemory,
-    check_metadata,
-)
+from memorystore.scope import EntityIds
+from memorystore.service.api.schemas import EXPORT_FORMAT, ExportDocument, ExportedMemory
 from memorystore.service.engine.core import MemoryEngine
 from memorystore.service.engine.mem0_seam import (
     HISTORY_COLUMNS,
@@ -67,8 +62,22 @@ from memorystore.service.lifecycle.retirement import (
     RETIRED_KEYS,
     SUCCESSOR_KEY,
 )
+from memorystore.service.portability.checks import FormatError, check_memory
 from memorystore.service.retrieval.indexing import PREV_KEY, stored_index_texts
 from memorystore.service.retrieval.reindex import INDEX_KEY
+
+__all__ = [
+    "FORMAT",
+    "RECORD_FIELDS",
+    "FormatError",
+    "build_export",
+    "check_document",
+    "document_scope",
+    "export_document",
+    "export_memory",
+    "import_document",
+    "payload_of",
+]
 
 FORMAT = EXPORT_FORMAT
 # payload keys carried as top-level fields of an exported memory
@@ -77,10 +86,6 @@ RECORD_FIELDS = (*PROMOTED_KEYS, "expiration_date")
 _NOT_METADATA = frozenset(
     {*MEM0_PAYLOAD_KEYS, *RECORD_FIELDS, *RETIRED_KEYS, PREV_KEY, INDEX_KEY, "id"}
 )
-
-
-class FormatError(ValueError):
-    """An import document that cannot be written; the message starts with the field's path."""
 
 
 # --- export ---------------------------------------------------------------------------------
@@ -157,16 +162,6 @@ async def build_export(
 # --- import ---------------------------------------------------------------------------------
 
 
-def _timestamp_problem(value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        datetime.fromisoformat(value)
-    except ValueError:
-        return f"{value[:64]!r} is not an ISO 8601 timestamp"
-    return None
-
-
 def document_scope(doc: ExportDocument) -> EntityIds:
     scope = EntityIds(**doc.scope.model_dump(exclude_none=True))
     if not scope:
@@ -178,7 +173,8 @@ def check_document(doc: ExportDocument, max_chars: int) -> EntityIds:
     """Every problem an import can find without the store, first one raised (FormatError).
 
     Returns the document's scope. Each memory must lie inside it, so an import writes where
-    its scope says and nowhere else."""
+    its scope says and nowhere else; each is checked as a restore checks one
+    (`checks.check_memory`), and no memory or history row id may be given twice."""
     scope = document_scope(doc)
     seen: dict[str, int] = {}
     rows_seen: dict[str, str] = {}
@@ -187,37 +183,12 @@ def check_document(doc: ExportDocument, max_chars: int) -> EntityIds:
         if m.id in seen:
             raise FormatError(f"{at}.id: {m.id} is given twice (also memories[{seen[m.id]}])")
         seen[m.id] = i
-        if len(m.memory) > max_chars:
-            raise FormatError(f"{at}.memory: longer than limits.maxMemoryChars ({max_chars})")
-        if m.hash is not None and m.hash != memory_hash(m.memory):
-            raise FormatError(f"{at}.hash: is not the md5 of `memory` (mem0's hash)")
-        for field in ("created_at", "updated_at"):
-            problem = _timestamp_problem(getattr(m, field))
-            if problem:
-                raise FormatError(f"{at}.{field}: {problem}")
-        ids = {k: v for k in ("user_id", "agent_id", "run_id") if (v := getattr(m, k))}
-        if not scope.contains(ids):
-            raise FormatError(
-                f"{at}: its user_id/agent_id/run_id lie outside the document's scope "
-                f"{scope.filters()}"
-            )
-        try:
-            check_metadata(m.metadata)
-        except ScopeError as exc:
-            raise FormatError(f"{at}.{exc}") from None
+        check_memory(m, at, max_chars, scope)
         for j, row in enumerate(m.history):
             where = f"{at}.history[{j}]"
-            if row.memory_id != m.id:
-                raise FormatError(f"{where}.memory_id: is not the memory's id {m.id}")
             if row.id in rows_seen:
                 raise FormatError(f"{where}.id: {row.id} is given twice (also {rows_seen[row.id]})")
             rows_seen[row.id] = where
-            for field in ("old_memory", "new_memory"):
-                text = getattr(row, field)
-                if text is not None and len(text) > max_chars:
-                    raise FormatError(
-                        f"{where}.{field}: longer than limits.maxMemoryChars ({max_chars})"
-                    )
     return scope
 
 

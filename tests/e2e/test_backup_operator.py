@@ -9,6 +9,8 @@ backup). What is checked is everything the operator decides and writes.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import subprocess
 from collections.abc import Callable
@@ -20,7 +22,7 @@ import yaml
 from memorystore.operator import names
 from memorystore.operator.backup_plan import SCHEDULED_LABEL, SLOT_ANNOTATION
 from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
-from memorystore.operator.builders.paths import BACKUP_DIR, RESTORE_DIR
+from memorystore.operator.builders.paths import BACKUP_DIR, BACKUP_SIGNING_KEY_FILE, RESTORE_DIR
 from memorystore.operator.crd import BACKUP_CRD_NAME, BACKUP_CRD_PATH
 from memorystore.operator.settings import BACKUP_WAIT_SECONDS
 from memorystore_dev.devcluster.target import Kube
@@ -178,7 +180,7 @@ def test_a_backup_fails_naming_what_is_missing_and_a_missing_target_never_stops_
     volumes = {v["name"]: v for v in template["volumes"]}
     assert volumes["backups"]["persistentVolumeClaim"] == {"claimName": "t-b"}
     config = kube.get("configmap", names.memory_config_map_name("t"), "-n", namespace)
-    assert yaml.safe_load(config["data"]["service.yaml"])["backup"] == {"path": BACKUP_DIR}
+    assert yaml.safe_load(config["data"]["service.yaml"])["backup"]["path"] == BACKUP_DIR
     backup(kube, namespace, "t-2", "t")
     error = failed(kube, namespace, "t-2", timeout=90)
     assert (
@@ -257,7 +259,12 @@ def test_a_store_restores_from_a_matching_backup_and_refuses_a_mismatched_one(
     template = wait_for(lambda: pod_template(kube, namespace, "r"), timeout=60)
     (init,) = template["initContainers"]
     assert init["name"] == RESTORE_CONTAINER
-    assert init["args"][-2:] == ["--from", f"{RESTORE_DIR}/old-1"]
+    args = init["args"]
+    assert args[args.index("--from") + 1] == f"{RESTORE_DIR}/old-1"
+    assert args[args.index("--key") + 1] == BACKUP_SIGNING_KEY_FILE
+    assert "--trust-unsigned" not in args
+    key_volume = next(v for v in template["volumes"] if v["name"] == "backup-key")
+    assert key_volume["secret"]["secretName"] == names.backup_key_secret_name("r")
     assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
     (mount,) = [m for m in init["volumeMounts"] if m["mountPath"] == RESTORE_DIR]
     assert mount["readOnly"] is True
@@ -315,3 +322,42 @@ def test_a_backup_is_immutable_and_outlives_its_store(kube: Kube, namespace: str
     printed = kube.kubectl("get", "msbackup", "keep-1", "-n", namespace).stdout
     assert printed.split()[:5] == ["NAME", "STORE", "PHASE", "MEMORIES", "SIZE"]
     assert printed.split()[6:10] == ["keep-1", "gone", "Succeeded", "10"]
+
+
+def test_a_stores_backup_key_is_made_once_and_a_restored_store_inherits_it(
+    kube: Kube, namespace: str
+):
+    """apply.ensure_backup_key against the real API server: an immutable Secret with no
+    owner (it outlives the store, as its backups do), never rewritten; a store restored from
+    another store's backup gets that store's key (its signature must verify)."""
+    from lightkube import AsyncClient, KubeConfig
+
+    from memorystore.operator import apply
+    from memorystore.operator.builders.model import Owner
+    from memorystore.spec import MemoryStoreSpec
+
+    def owner(name: str) -> Owner:
+        return Owner(name=name, namespace=namespace, uid=f"uid-{name}", generation=1)
+
+    def key_of(store: str) -> tuple[str, dict[str, Any]]:
+        secret = kube.get("secret", names.backup_key_secret_name(store), "-n", namespace)
+        raw = secret["data"][names.BACKUP_SIGNING_KEY]
+        return base64.b64decode(raw).decode(), secret
+
+    async def run() -> None:
+        client = AsyncClient(config=KubeConfig.from_file(kube.kubeconfig))
+        plain = MemoryStoreSpec.model_validate({})
+        assert await apply.ensure_backup_key(client, owner("k1"), plain, None) is True
+        first, secret = key_of("k1")
+        assert len(first) >= 32 and secret["immutable"] is True
+        assert not secret["metadata"].get("ownerReferences")
+        assert await apply.ensure_backup_key(client, owner("k1"), plain, None) is True
+        assert key_of("k1")[0] == first
+        restoring = MemoryStoreSpec.model_validate({"restore": {"fromBackup": "k1-b"}})
+        assert await apply.ensure_backup_key(client, owner("k2"), restoring, None) is False
+        made = {"metadata": {"name": "k1-b"}, "spec": {"store": "k1"}}
+        assert await apply.ensure_backup_key(client, owner("k2"), restoring, made) is True
+        assert key_of("k2")[0] == first
+        await client.close()
+
+    asyncio.run(run())

@@ -2,16 +2,17 @@
 
 A backup taken while writes keep arriving is consistent (every memory's history is in it,
 and nothing in it lacks its memory); restored into a new store by the real
-`memorystore restore` command, the store answers the same searches with the same memories,
-scores, history and retired state. Damaged or mismatched backups and non-empty targets are
-refused before anything is written; a missing or full target fails the backup and leaves
-the store serving as it was.
+`memorystore restore` command (verifying the manifest's signature with the backup key), the
+store answers the same searches with the same memories, scores, history and retired state.
+Damaged or mismatched backups and non-empty targets are refused before anything is written;
+a missing or full target fails the backup and leaves the store serving as it was. Tampered
+backups: test_backup_tampering.py; races, crashes and links: test_backup_races.py; the
+erasure ledger: test_backup_erasures.py.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -25,112 +26,29 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memorystore.config import ServiceBackup, ServiceConfig, ServiceEmbedder
-from memorystore.service.ops.runner import ServiceThread, embedded_config
+from memorystore.config import ServiceConfig, ServiceEmbedder
+from memorystore.service.ops.runner import ServiceThread
 from memorystore.service.portability import backup
+from memorystore.service.portability.backup import signing
+from support.backups import answers as _answers
+from support.backups import backed_up, command, reseal, restore_args, signing_key_file
+from support.backups import client as _client
+from support.backups import fill as _fill
+from support.backups import store_config as _config
+from support.backups import write_config as _write_config
 
 pytestmark = pytest.mark.timeout(600)
 
-FACTS = {
-    "alice": [
-        "I live in Hangzhou.",
-        "I make my charts with matplotlib.",
-        "My favourite colour is green.",
-        "我每天早上喝一杯美式咖啡。",
-    ],
-    "bob": ["I work at Initech as a tester.", "I prefer tea to coffee."],
-}
-QUERIES = {
-    "alice": ["where do I live", "charting library", "coffee", "colour"],
-    "bob": ["employer", "drinks"],
-}
 
-
-def _client(svc: ServiceThread) -> httpx.Client:
-    headers = {"Authorization": f"Token {svc.api_key}"}
-    return httpx.Client(base_url=svc.url, headers=headers, timeout=120)
-
-
-def _config(tmp: Path, name: str, target: Path | None = None, **extra: Any) -> ServiceConfig:
-    key = tmp / "api-key"
-    if not key.exists():
-        key.write_text("backup-test-key-0123456789abcdef\n")
-    cfg = embedded_config(tmp / name, key_file=key, **extra)
-    if target is not None:
-        cfg.backup = ServiceBackup(path=str(target))
-    return cfg
-
-
-def _write_config(cfg: ServiceConfig, path: Path) -> Path:
-    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    return path
-
-
-def _fill(http: httpx.Client) -> None:
-    for user, facts in FACTS.items():
-        for fact in facts:
-            body = {"messages": [{"role": "user", "content": fact}], "user_id": user}
-            assert http.post("/v1/memories/", json={**body, "infer": False}).status_code == 200
-    turn = [
-        {"role": "user", "content": "We talked about the Q3 launch plan today."},
-        {"role": "assistant", "content": "Yes, the launch moves to October."},
-    ]
-    body = {"messages": turn, "user_id": "alice", "run_id": "s0", "infer": False}
-    assert http.post("/v1/memories/", json=body).status_code == 200
-    # a retirement: the newer residence replaces the older one (kept, marked retired)
-    moved = {"messages": [{"role": "user", "content": "I moved to Shanghai."}], "user_id": "alice"}
-    events = http.post("/v1/memories/", json={**moved, "infer": False}).json()["results"]
-    assert any(e["event"] == "DELETE" for e in events), events
-    # an update, so a memory has two history events
-    listed = http.post("/v3/memories/", json={"user_id": "bob"}).json()["results"]
-    tea = next(m for m in listed if "tea" in m["memory"])
-    assert http.put(f"/v1/memories/{tea['id']}/", json={"text": "I prefer green tea."}).is_success
-    # a session exchange still pending (journalled, not consolidated)
-    exchange = {
-        "messages": [{"role": "user", "content": "My dog is called Biscuit."}],
-        "user_id": "carol",
-    }
-    assert http.post("/v1/sessions/walk/exchanges/", json=exchange).status_code == 200
-
-
-def _answers(http: httpx.Client) -> dict[str, Any]:
-    """What the store answers: searches (ids and scores), listings, retired ones, history."""
-    seen: dict[str, Any] = {"search": {}, "list": {}, "history": {}}
-    for user, queries in QUERIES.items():
-        for query in queries:
-            hits = http.post(
-                "/v3/memories/search/", json={"query": query, "user_id": user, "top_k": 5}
-            ).json()["results"]
-            seen["search"][(user, query)] = [(h["id"], round(h["score"], 5)) for h in hits]
-        for retired in (False, True):
-            rows = http.post(
-                "/v3/memories/", json={"user_id": user, "include_retired": retired}
-            ).json()["results"]
-            seen["list"][(user, retired)] = sorted(
-                (r["id"], r["memory"], r["created_at"], r["updated_at"]) for r in rows
-            )
-            for r in rows:
-                history = http.get(f"/v1/memories/{r['id']}/history/").json()
-                seen["history"][r["id"]] = [(h["event"], h["created_at"]) for h in history]
-    return seen
-
-
-def _restore_cli(config: Path, source: Path) -> subprocess.CompletedProcess[str]:
+def _restore_cli(
+    config: Path, source: Path, *extra: str, key: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    key = key or signing_key_file(config.parent)
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memorystore",
-            "restore",
-            "--config",
-            str(config),
-            "--from",
-            str(source),
-        ],
+        command(*restore_args(config, source, key, *extra)),
         capture_output=True,
         text=True,
         timeout=300,
@@ -211,11 +129,14 @@ def test_backup_while_writing_is_consistent_and_restores_the_same_answers(
     done = _restore_cli(config_file, target / "nightly-1")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
+    key_id = signing.key_id(signing_key_file(tmp_path).read_text().strip().encode())
     assert summary == {
         "name": "nightly-1",
         "memories": manifest["memories"],
         "history_events": manifest["history_events"],
         "restored": True,
+        "signature": f"signed, verified with key id {key_id}",
+        "erased": {"memories": 0, "history_events": 0, "exchanges": 0},
     }
     again = _restore_cli(config_file, target / "nightly-1")  # an init container re-run
     assert again.returncode == 0 and json.loads(again.stdout.strip())["restored"] is False
@@ -254,19 +175,15 @@ def test_a_restore_into_a_store_that_holds_memories_is_refused(
 @pytest.fixture
 def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One finished backup (made once per test; the damage tests copy it)."""
-    tmp = tmp_path_factory.mktemp("made")
-    target = tmp / "backups"
-    target.mkdir()
-    with ServiceThread(_config(tmp, "store", target)) as svc, _client(svc) as http:
-        _fill(http)
-        assert http.post("/v1/backups/", json={"name": "base"}).status_code == 200
-    return target / "base"
+    return backed_up(tmp_path_factory.mktemp("made"))
 
 
-def _refused(tmp: Path, backup_dir: Path, cfg: ServiceConfig | None = None) -> str:
+def _refused(tmp: Path, backup_dir: Path, cfg: ServiceConfig | None = None, **options: Any) -> str:
+    """Why `backup_dir` is refused (options: restore's key_file, trust_unsigned); nothing
+    may have been written to the target store."""
     cfg = cfg or _config(tmp, "fresh")
     with pytest.raises(backup.BackupError) as caught:
-        backup.restore(backup_dir, cfg)
+        backup.restore(backup_dir, cfg, **options)
     assert not Path(cfg.data_dir).exists(), "nothing was written before the refusal"
     return str(caught.value)
 
@@ -274,38 +191,39 @@ def _refused(tmp: Path, backup_dir: Path, cfg: ServiceConfig | None = None) -> s
 def test_damaged_or_mismatched_backups_are_refused_before_writing(
     tmp_path: Path, made: Path
 ) -> None:
+    key = signing_key_file(made.parent.parent)
+
     def copy(name: str) -> Path:
         return Path(shutil.copytree(made, tmp_path / name))
 
     cut = copy("cut")
     data = (cut / backup.VECTORS).read_bytes()
     (cut / backup.VECTORS).write_bytes(data[:-100])
-    assert "checksum" in _refused(tmp_path, cut)
+    assert "checksum" in _refused(tmp_path, cut, key_file=key)
 
     missing = copy("missing")
     (missing / backup.HISTORY).unlink()
-    assert "history.db is missing" in _refused(tmp_path, missing)
+    assert "history.db is missing" in _refused(tmp_path, missing, key_file=key)
 
-    lying = copy("lying")  # consistent checksums, but the manifest's count is wrong
+    lying = copy("lying")  # signed by the right key, but the manifest's count is wrong
     manifest = json.loads((lying / backup.MANIFEST).read_text())
     manifest["memories"] += 1
     (lying / backup.MANIFEST).write_text(json.dumps(manifest))
-    digest = hashlib.sha256((lying / backup.MANIFEST).read_bytes()).hexdigest()
-    (lying / backup.MANIFEST_SUM).write_text(f"{digest}  {backup.MANIFEST}\n")
-    assert "manifest says" in _refused(tmp_path, lying)
+    reseal(lying, key)
+    assert "vectors.f32 holds" in _refused(tmp_path, lying, key_file=key)
 
     edited = copy("edited")  # still valid JSON, a harmless-looking field changed
     manifest = json.loads((edited / backup.MANIFEST).read_text())
     manifest["tenant"] = "someone-else"
     (edited / backup.MANIFEST).write_text(json.dumps(manifest))
-    assert "manifest.sha256" in _refused(tmp_path, edited)
+    assert "manifest.json does not match its signature" in _refused(tmp_path, edited, key_file=key)
 
     partial = copy("partial")
     (partial / backup.MANIFEST).unlink()
-    assert "no manifest.json" in _refused(tmp_path, partial)
+    assert "no manifest.json" in _refused(tmp_path, partial, key_file=key)
 
     other = _config(tmp_path, "other-embedder", embedder=ServiceEmbedder(provider="use"))
-    message = _refused(tmp_path, made, other)
+    message = _refused(tmp_path, made, other, key_file=key)
     assert "embedder" in message and "'dimensions': 384" in message
 
 
@@ -313,7 +231,7 @@ def test_damaged_or_mismatched_backups_are_refused_before_writing(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    file=st.sampled_from([*backup.FILES, backup.MANIFEST, backup.MANIFEST_SUM]),
+    file=st.sampled_from([*backup.FILES, backup.MANIFEST, backup.SIGNATURE]),
     where=st.floats(min_value=0, max_value=1, exclude_max=True),
     flip=st.integers(min_value=1, max_value=255),
 )
@@ -324,12 +242,15 @@ def test_any_flipped_byte_is_refused(
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(made, work)
     raw = bytearray((work / file).read_bytes())
-    at = int(where * len(raw))
-    raw[at] ^= flip
+    if raw:
+        at = int(where * len(raw))
+        raw[at] ^= flip
+    else:  # an empty file (no erasure yet): one byte added
+        raw.append(flip)
     (work / file).write_bytes(bytes(raw))
     cfg = _config(tmp_path, "never-written")
     with pytest.raises(backup.BackupError):
-        backup.restore(work, cfg)
+        backup.restore(work, cfg, key_file=signing_key_file(made.parent.parent))
     assert not Path(cfg.data_dir).exists()
 
 
@@ -381,9 +302,9 @@ def test_a_backup_on_a_read_only_mount_restores(tmp_path: Path, made: Path) -> N
         with pytest.raises(OSError):
             (ro / "probe").write_text("x")
         cfg = _config(tmp_path, "restored")
-        result = backup.restore(ro, cfg)
+        result = backup.restore(ro, cfg, key_file=signing_key_file(made.parent.parent))
         assert result["restored"] is True and result["memories"] > 0
-        files = [*backup.FILES, backup.MANIFEST, backup.MANIFEST_SUM]
+        files = [*backup.FILES, backup.MANIFEST, backup.SIGNATURE]
         assert sorted(p.name for p in ro.iterdir()) == sorted(files)
     finally:
         subprocess.run(["umount", str(ro)], check=True)
@@ -448,7 +369,11 @@ def test_the_offline_backup_command_round_trips(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout.strip().splitlines()[-1])["name"] == "offline"
     restored = _config(tmp_path, "restored")
-    done = _restore_cli(_write_config(restored, tmp_path / "restored.yaml"), out / "offline")
+    # signed with the key `memorystore backup` generated in the store's data directory
+    generated = Path(cfg.data_dir) / backup.DEFAULT_KEY_FILE
+    assert generated.stat().st_mode & 0o777 == 0o600
+    config = _write_config(restored, tmp_path / "restored.yaml")
+    done = _restore_cli(config, out / "offline", key=generated)
     assert done.returncode == 0, done.stderr
     with ServiceThread(restored) as svc, _client(svc) as http:
         assert _answers(http) == before

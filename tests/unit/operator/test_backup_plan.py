@@ -237,6 +237,17 @@ def test_a_restored_store_runs_whatever_happens_to_its_backup():
     assert kept.restore == Restore("old-backups", "old-1") and kept.start_service
 
 
+def test_the_backup_key_of_a_restored_store_comes_from_the_store_that_took_the_backup():
+    assert backup_plan.backup_key_source(spec_of(), None) is None  # a new random key
+    # a restore whose backup does not exist yet: no key until it does
+    assert backup_plan.backup_key_source(RESTORING, None) == backup_plan.KEY_WAITS
+    assert backup_plan.backup_key_source(RESTORING, backup_body()) == "old"
+    assert backup_plan.backup_key_source(RESTORING, backup_body("Running")) == "old"
+    # a backup object without a readable store: a new key (the restore will say it is
+    # signed with another one, unless trusted)
+    assert backup_plan.backup_key_source(RESTORING, {"metadata": {"name": "x"}}) is None
+
+
 def test_a_failed_restore_init_container_is_reported_with_its_message():
     pod = {
         "metadata": {"name": "acme-memory-1"},

@@ -18,11 +18,17 @@ from lightkube.core.exceptions import ApiError
 from pydantic import ValidationError
 
 from memorystore.config import ServiceConfig, load_model
-from memorystore.operator import backup_plan, backups, crd, names
+from memorystore.operator import backup_plan, backup_service, backups, crd, names
 from memorystore.operator.builders import desired_children
 from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
 from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
-from memorystore.operator.builders.paths import BACKUP_DIR, RESTORE_DIR, SERVICE_CONFIG_PATH
+from memorystore.operator.builders.paths import (
+    BACKUP_DIR,
+    BACKUP_KEY_DIR,
+    BACKUP_SIGNING_KEY_FILE,
+    RESTORE_DIR,
+    SERVICE_CONFIG_PATH,
+)
 from memorystore.operator.settings import OperatorSettings
 from memorystore.operator.status import (
     BACKUP_READY,
@@ -134,7 +140,15 @@ def test_the_target_is_mounted_and_configured_only_when_its_claim_exists():
     assert {"name": "backups", "persistentVolumeClaim": {"claimName": "acme-backups"}} in pod[
         "volumes"
     ]
-    assert load_yaml(service_yaml(with_claim))["backup"] == {"path": BACKUP_DIR}
+    # the backup key it signs with: a file from the store's own backup-key Secret
+    key_mount = {"mountPath": BACKUP_KEY_DIR, "name": "backup-key", "readOnly": True}
+    assert key_mount in service["volumeMounts"]
+    assert {
+        "name": "backup-key",
+        "secret": {"defaultMode": 0o440, "secretName": "acme-backup-key"},
+    } in pod["volumes"]
+    assert not any(v["name"] == "backup-key" for v in pod_spec(without)["volumes"])
+    assert load_yaml(service_yaml(with_claim))["backup"]["path"] == BACKUP_DIR
     # the config changed, so the pods roll onto the mount
     checksum = names.CONFIG_CHECKSUM_ANNOTATION
     assert (
@@ -153,6 +167,18 @@ def test_the_rendered_service_config_with_a_target_loads(tmp_path):
     path.write_text(service_yaml(children))
     config = load_model(ServiceConfig, path)
     assert config.backup is not None and config.backup.path == BACKUP_DIR
+
+
+def test_the_rendered_service_config_signs_backups_with_the_mounted_key(tmp_path):
+    """The service signs with the mounted Secret's key, the one the restore container
+    verifies with (not a key of its own in the data directory: a new store's restore could
+    not verify with that)."""
+    children = desired_children(OWNER, spec_of(**BACKUP), Images(), KEYS, backup_claim="b")
+    backup = load_yaml(service_yaml(children))["backup"]
+    assert backup.get("signingKey") == {"file": BACKUP_SIGNING_KEY_FILE}, (
+        "operator/builders/configs.py must render backup.signingKey: {file: "
+        "paths.BACKUP_SIGNING_KEY_FILE} with backup.path"
+    )
 
 
 @pytest.mark.parametrize("same_claim", [False, True], ids=["other-claim", "own-target"])
@@ -176,6 +202,8 @@ def test_a_restore_is_an_init_container_with_the_backup_read_only(same_claim):
         SERVICE_CONFIG_PATH,
         "--from",
         f"{RESTORE_DIR}/old-202601010300",
+        "--key",
+        BACKUP_SIGNING_KEY_FILE,
     ]
     assert init["image"] == service["image"] and init["env"] == service["env"]
     assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
@@ -193,6 +221,39 @@ def test_a_restore_is_an_init_container_with_the_backup_read_only(same_claim):
     else:
         assert source["readOnly"] is True
     assert RESTORE_DIR not in str(service["volumeMounts"])
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_a_restore_without_a_target_verifies_with_the_mounted_key(trust):
+    """No backup target of its own: the key is mounted in the restore container only, and
+    spec.restore.trustUnsigned becomes --trust-unsigned."""
+    restore = {"fromBackup": "old-1", **({"trustUnsigned": True} if trust else {})}
+    children = desired_children(
+        OWNER,
+        spec_of(restore=restore),
+        Images(),
+        KEYS,
+        restore=Restore(claim="old-backups", path="old-1"),
+    )
+    pod = pod_spec(children)
+    (service,) = pod["containers"]
+    (init,) = pod["initContainers"]
+    key_mount = {"mountPath": BACKUP_KEY_DIR, "name": "backup-key", "readOnly": True}
+    assert key_mount in init["volumeMounts"] and key_mount not in service["volumeMounts"]
+    assert init["args"][-3:] == (
+        ["--key", BACKUP_SIGNING_KEY_FILE, "--trust-unsigned"]
+        if trust
+        else [f"{RESTORE_DIR}/old-1", "--key", BACKUP_SIGNING_KEY_FILE]
+    )
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "backup-key"]
+    assert volume["secret"]["secretName"] == names.backup_key_secret_name("acme")
+
+
+def test_trust_unsigned_is_off_by_default_and_only_a_boolean():
+    spec = spec_of(restore={"fromBackup": "b"})
+    assert spec.restore is not None and spec.restore.trust_unsigned is False
+    with pytest.raises(ValidationError, match="trustUnsigned"):
+        spec_of(restore={"fromBackup": "b", "trustUnsigned": "maybe"})
 
 
 def test_a_restore_waiting_for_its_backup_gets_no_deployment():
@@ -328,9 +389,9 @@ def test_a_mismatch_is_spec_valid_false_with_its_own_reason():
 
 def test_an_error_names_the_services_detail_and_never_the_key():
     response = httpx.Response(507, json={"detail": "backup target full: 10 bytes free"})
-    assert backups._detail(response) == "HTTP 507: backup target full: 10 bytes free"
+    assert backup_service.detail(response) == "HTTP 507: backup target full: 10 bytes free"
     plain = httpx.Response(503, text="<html>")
-    assert backups._detail(plain) == "HTTP 503: Service Unavailable"
+    assert backup_service.detail(plain) == "HTTP 503: Service Unavailable"
 
 
 def test_the_crd_generator_knows_both_crds():
@@ -450,7 +511,9 @@ MANIFEST = {
 
 @pytest.fixture
 def service(monkeypatch: pytest.MonkeyPatch):
-    """The memory service as an httpx MockTransport; `service.answers[(method, path)]`."""
+    """The memory service as an httpx MockTransport; `service.answers[(method, path)]`: a
+    response, an exception to raise (a dropped connection), or a list of them in turn (the
+    last one repeats)."""
 
     Service = SimpleNamespace(answers={}, seen=[])
 
@@ -459,16 +522,21 @@ def service(monkeypatch: pytest.MonkeyPatch):
         Service.seen.append(
             (request.method, request.url.path, request.headers.get("authorization"), body)
         )
-        return Service.answers.get(
+        answer = Service.answers.get(
             (request.method, request.url.path), httpx.Response(404, json={"detail": "no such"})
         )
+        if isinstance(answer, list):
+            answer = answer.pop(0) if len(answer) > 1 else answer[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     real = httpx.AsyncClient
 
     def client(**kwargs: Any) -> httpx.AsyncClient:
         return real(transport=httpx.MockTransport(handle), **kwargs)
 
-    monkeypatch.setattr(backups.httpx, "AsyncClient", client)
+    monkeypatch.setattr(backup_service.httpx, "AsyncClient", client)
     monkeypatch.setattr(backups, "POLL_SECONDS", 0.01)
     return Service
 
@@ -530,25 +598,170 @@ def test_a_backup_waits_for_the_service_and_gives_up_naming_why(service):
     assert not service.seen
 
 
-def test_the_schedule_creates_the_due_backup_and_prunes_through_the_service(service):
-    service.answers[("DELETE", "/v1/backups/acme-202601010300/")] = httpx.Response(200, json={})
+def keep_schedule_over(phases: dict[int, str], today: int) -> FakeApi:
+    """The store's schedule kept on day `today` (03:00:20) over scheduled backups of January
+    `day`s in `phases`, retention 2: the API as it is afterwards."""
     objects = cluster_objects()
-    for day in (1, 2, 3):
+    for day, phase in phases.items():
         name = f"acme-2026010{day}0300"
         body = backup_plan.scheduled_backup(
             "acme", "tenants", dt.datetime(2026, 1, day, 3, tzinfo=UTC)
         )
-        body["status"] = {"phase": "Succeeded", "claimName": "acme-backups", "path": name}
+        body["status"] = {"phase": phase, "claimName": "acme-backups", "path": name}
         objects.append(body)
     api = FakeApi(*objects)
     spec = spec_of(
         backup={"volume": {"claimName": "acme-backups"}, "schedule": "0 3 * * *", "retention": 2},
         tls={"enabled": False},
     )
-    now = dt.datetime(2026, 1, 4, 3, 0, 20, tzinfo=UTC)
+    now = dt.datetime(2026, 1, today, 3, 0, 20, tzinfo=UTC)
     run(backups.keep_schedule(api, OWNER, spec, dt.datetime(2025, 12, 1, tzinfo=UTC), now))
+    return api
+
+
+def test_the_schedule_creates_the_due_backup_and_prunes_through_the_service(service):
+    service.answers[("DELETE", "/v1/backups/acme-202601010300/")] = httpx.Response(200, json={})
+    api = keep_schedule_over({1: "Succeeded", 2: "Succeeded", 3: "Succeeded"}, today=4)
     (made,) = api.created
     assert made["metadata"]["name"] == "acme-202601040300"
     assert api.deleted == ["acme-202601010300"]
     assert [s[:2] for s in service.seen] == [("DELETE", "/v1/backups/acme-202601010300/")]
     assert not api.events  # the files went too
+
+
+# --- a dropped connection, retried; retention of failed backups; the backup key ----------------
+
+
+def dropped() -> httpx.ReadError:
+    return httpx.ReadError("connection reset by peer")
+
+
+def test_a_dropped_backup_that_finished_meanwhile_is_not_taken_again(service):
+    service.answers[("POST", "/v1/backups/")] = dropped()
+    service.answers[("GET", "/v1/backups/acme-1/")] = [
+        httpx.Response(409, json={"detail": "backup acme-1 is being taken right now"}),
+        httpx.Response(200, json=MANIFEST),
+    ]
+    api = FakeApi(*cluster_objects())
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
+    assert [s[:2] for s in service.seen] == [
+        ("POST", "/v1/backups/"),
+        ("GET", "/v1/backups/acme-1/"),
+        ("GET", "/v1/backups/acme-1/"),
+    ]
+    _, done = api.status_patches[-1]
+    assert done["phase"] == "Succeeded" and done["attempts"] == 1
+
+
+def test_a_backup_lost_with_its_connection_is_asked_for_again_and_counted(service):
+    service.answers[("POST", "/v1/backups/")] = [dropped(), httpx.Response(200, json=MANIFEST)]
+    # the service restarted: the partial files are gone, so there is no such backup
+    service.answers[("GET", "/v1/backups/acme-1/")] = httpx.Response(404, json={})
+    api = FakeApi(*cluster_objects())
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
+    posts = [s for s in service.seen if s[0] == "POST"]
+    assert len(posts) == 2
+    attempts = [s["attempts"] for _, s in api.status_patches if "attempts" in s]
+    assert attempts[:2] == [1, 2]
+    _, done = api.status_patches[-1]
+    assert done["phase"] == "Succeeded" and done["attempts"] == 2
+
+
+def test_retries_are_bounded_and_the_failure_says_how_many(service):
+    service.answers[("POST", "/v1/backups/")] = dropped()
+    service.answers[("GET", "/v1/backups/acme-1/")] = httpx.Response(404, json={})
+    api = FakeApi(*cluster_objects())
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
+    assert len([s for s in service.seen if s[0] == "POST"]) == backups.BACKUP_ATTEMPTS
+    _, last = api.status_patches[-1]
+    assert last["phase"] == "Failed" and last["attempts"] == backups.BACKUP_ATTEMPTS
+    assert f"dropped before it answered, {backups.BACKUP_ATTEMPTS} times" in last["error"]
+    assert KEY not in json.dumps([api.status_patches, api.events])
+
+
+def test_a_backup_of_a_name_being_taken_waits_for_it(service):
+    """409 on POST: the service is writing this very backup (a retry raced the first try)."""
+    service.answers[("POST", "/v1/backups/")] = httpx.Response(
+        409, json={"detail": "backup acme-1 is being taken right now"}
+    )
+    service.answers[("GET", "/v1/backups/acme-1/")] = [
+        httpx.Response(409, json={"detail": "being taken"}),
+        httpx.Response(200, json=MANIFEST),
+    ]
+    api = FakeApi(*cluster_objects())
+    run(backups.BackupRunner(api, SETTINGS).run("tenants", "acme-1"))
+    _, done = api.status_patches[-1]
+    assert done["phase"] == "Succeeded"
+
+
+def test_retention_deletes_the_files_of_failed_backups_too(service):
+    for day in (1, 2):
+        service.answers[("DELETE", f"/v1/backups/acme-2026010{day}0300/")] = httpx.Response(
+            200, json={}
+        )
+    api = keep_schedule_over({1: "Failed", 2: "Failed", 3: "Succeeded"}, today=3)
+    assert sorted(api.deleted) == ["acme-202601010300", "acme-202601020300"]
+    deletes = sorted(s[1] for s in service.seen if s[0] == "DELETE")
+    assert deletes == ["/v1/backups/acme-202601010300/", "/v1/backups/acme-202601020300/"]
+    assert not api.events
+
+
+class SecretApi(FakeApi):
+    """FakeApi that also keeps created Secrets readable, and refuses a second create."""
+
+    async def create(self, obj: Any) -> None:
+        body = obj.to_dict()
+        if body["kind"] == "Secret":
+            key = ("Secret", body["metadata"]["name"])
+            if key in self.objects:
+                response = httpx.Response(
+                    409,
+                    json={"kind": "Status", "code": 409, "message": "exists"},
+                    request=httpx.Request("POST", "https://api/x"),
+                )
+                raise ApiError(request=response.request, response=response)
+            self.objects[key] = body
+        await super().create(obj)
+
+
+def secret_value(api: FakeApi, store: str) -> str:
+    body = api.objects[("Secret", names.backup_key_secret_name(store))]
+    return base64.b64decode(body["data"][names.BACKUP_SIGNING_KEY]).decode()
+
+
+def test_the_backup_key_is_made_once_never_owned_never_logged(caplog):
+    from memorystore.operator import apply
+
+    api = SecretApi()
+    with caplog.at_level("DEBUG"):
+        assert run(apply.ensure_backup_key(api, OWNER, spec_of(**BACKUP), None)) is True
+    key = secret_value(api, "acme")
+    assert len(key) >= 32
+    body = api.objects[("Secret", "acme-backup-key")]
+    assert "ownerReferences" not in body["metadata"] and body["immutable"] is True
+    assert run(apply.ensure_backup_key(api, OWNER, spec_of(**BACKUP), None)) is True
+    assert secret_value(api, "acme") == key, "an existing key is never replaced"
+    assert key not in caplog.text
+
+
+def test_a_restored_store_takes_the_key_of_the_store_that_took_its_backup(caplog):
+    from memorystore.operator import apply
+
+    api = SecretApi()
+    old = Owner(name="old", namespace="tenants", uid="uid-0", generation=1)
+    run(apply.ensure_backup_key(api, old, spec_of(), None))
+    spec = spec_of(restore={"fromBackup": "old-1"})
+    # the backup does not exist yet: no key is decided (one made now could not verify it)
+    assert run(apply.ensure_backup_key(api, OWNER, spec, None)) is False
+    assert ("Secret", "acme-backup-key") not in api.objects
+    backup = {"metadata": {"name": "old-1"}, "spec": {"store": "old"}}
+    with caplog.at_level("DEBUG"):
+        assert run(apply.ensure_backup_key(api, OWNER, spec, backup)) is True
+    assert secret_value(api, "acme") == secret_value(api, "old")
+    assert secret_value(api, "old") not in caplog.text
+    # the source's key is gone: a fresh key, and a warning that says what will happen
+    gone = SecretApi()
+    with caplog.at_level("WARNING"):
+        run(apply.ensure_backup_key(gone, OWNER, spec, backup))
+    assert "trustUnsigned" in caplog.text
+    assert len(secret_value(gone, "acme")) >= 32

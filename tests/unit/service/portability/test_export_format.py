@@ -160,6 +160,14 @@ def test_a_valid_document_passes_and_names_its_scope():
             with_memory(history=[{**HISTORY[0], "new_memory": "x" * 2001}]),
             "memories[0].history[0].new_memory",
         ),
+        # checked as a restore checks a backup's memories (service/portability/checks.py)
+        (with_memory(expiration_date="never"), "memories[0].expiration_date"),
+        (with_memory(retired={"at": "later"}), "memories[0].retired.at"),
+        (with_memory(retired={"superseded_by": "*"}), "memories[0].retired.superseded_by"),
+        (
+            with_memory(history=[{**HISTORY[0], "created_at": "yesterday"}]),
+            "memories[0].history[0].created_at",
+        ),
     ],
 )
 def test_check_document_names_the_field(doc: dict[str, Any], field: str):
