@@ -14,7 +14,8 @@ from memorystore.service.api import backups, health, memories, portability, sear
 from memorystore.service.api.deps import authorise, prepared
 from memorystore.service.api.errors import ERROR_RESPONSES, add_exception_handlers
 from memorystore.service.lifespan import lifespan
-from memorystore.service.ops.observability import BodyLimitMiddleware, MetricsMiddleware
+from memorystore.service.ops.observability import MetricsMiddleware
+from memorystore.service.ops.request_guard import RequestGuard
 from memorystore.service.services import Services
 
 __all__ = ["create_app"]
@@ -34,7 +35,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     )
     app.state.services = services
     app.state.not_ready = lambda: services.engine.not_ready  # ServiceThread waits for the schema
-    app.add_middleware(BodyLimitMiddleware, limit=cfg.limits.max_request_bytes)
+    app.add_middleware(RequestGuard, limit=cfg.limits.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     guarded = [Depends(authorise), Depends(prepared)]
     for api in (memories, search, sessions, portability, backups):

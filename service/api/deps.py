@@ -9,6 +9,7 @@ them in the order their answers have always been decided in.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -23,6 +24,7 @@ from memorystore.service.engine.core import MemoryEngine
 from memorystore.service.services import Services
 from memorystore.service.state.idempotency import IdempotencyStore, KeyReused, fingerprint
 from memorystore.service.state.postgres import DatabaseUnavailable
+from memorystore.service.stores.filters import filter_excess
 
 __all__ = [
     "REPLAY_RESPONSES",
@@ -138,6 +140,47 @@ class LimitChecks:
                 f"({self.limits.max_list_window}); narrow the filters instead",
             )
 
+    def filters(self, filters: dict[str, Any] | None) -> None:
+        """A filter within maxFilterConditions and maxFilterDepth, checked before it is read."""
+        excess = filter_excess(
+            filters or {}, self.limits.max_filter_conditions, self.limits.max_filter_depth
+        )
+        if excess is None:
+            return
+        if excess.kind == "depth":
+            raise HTTPException(
+                422,
+                f"{excess.path}: AND/OR/NOT nested deeper than limits.maxFilterDepth "
+                f"({self.limits.max_filter_depth})",
+            )
+        raise HTTPException(
+            422,
+            f"{excess.path}: more than limits.maxFilterConditions "
+            f"({self.limits.max_filter_conditions}) conditions (a field condition counts one, "
+            "each value of an in/nin list one)",
+        )
+
+    def scoped(self, body: Any, filters: dict[str, Any] | None) -> tuple[EntityIds, dict[str, Any]]:
+        """`scoped`, once the filters are within the limits."""
+        self.filters(filters)
+        return scoped(body, filters)
+
+    def metadata(self, metadata: dict[str, Any] | None, field: str = "metadata") -> None:
+        """Metadata no larger than maxMetadataBytes (compact UTF-8 JSON, as it is stored)."""
+        if not metadata:
+            return
+        size = len(
+            json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode(
+                "utf-8", "surrogatepass"
+            )
+        )
+        if size > self.limits.max_metadata_bytes:
+            raise HTTPException(
+                422,
+                f"{field}: {size} bytes as JSON, more than limits.maxMetadataBytes "
+                f"({self.limits.max_metadata_bytes})",
+            )
+
     def writable(self, body: AddRequest | ExchangeRequest) -> EntityIds:
         """The scope of a request that writes messages, once its limits and metadata pass."""
         if len(body.messages) > self.limits.max_messages:
@@ -146,6 +189,7 @@ class LimitChecks:
             self.text(message.content, f"messages.content[{i}]")
         scope, _ = scoped(body, None)
         plain_metadata(body.metadata)
+        self.metadata(body.metadata)
         return scope
 
     def update(self, text: str | None, metadata: dict[str, Any] | None, item: str = "") -> None:
@@ -157,6 +201,7 @@ class LimitChecks:
         if text is not None:
             self.text(text, f"{field}text")
         plain_metadata(metadata, field)
+        self.metadata(metadata, f"{field}metadata")
 
 
 async def limit_checks(services: ServicesDep) -> LimitChecks:

@@ -1,7 +1,9 @@
 """The mem0 Platform's calls on memories: write, list, read, change, delete, and by entity.
 
-Handlers only parse, check and answer; the work is in `MemoryEngine` (and, for an erasure,
-`Services.erase`, which also forgets the journal and saved exports of the scope).
+Handlers only parse, check and answer; the work is in `MemoryEngine`. Every delete here is an
+erasure (one memory, a scope, an entity): the engine's one erasure path
+(`engine/forgetting.py`) removes the text from every place the service keeps it, and the
+memory's history then answers 404.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from memorystore.service.api.deps import (
     LimitsDep,
     OnceDep,
     ServicesDep,
-    scoped,
 )
 from memorystore.service.api.responses import (
     AddResults,
@@ -85,7 +86,7 @@ async def list_memories(
     page_size: PageNumber = 100,
 ) -> dict[str, Any]:
     limits.window(page, page_size)
-    scope, _ = scoped(body, body.filters)
+    scope, _ = limits.scoped(body, body.filters)
     total, rows = await engine.list(scope, page, page_size, body.include_retired)
     return page_of(request, total, page, page_size, rows)
 

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 
 from memorystore.scope import ENTITY_TYPES, EntityIds
-from memorystore.service.api.deps import EngineDep, LimitsDep, ServicesDep, scoped
+from memorystore.service.api.deps import EngineDep, LimitsDep, ServicesDep
 from memorystore.service.api.responses import Confirmation, Export, ExportCreated, Imported
 from memorystore.service.api.schemas import (
     BatchDeleteRequest,
@@ -69,9 +69,11 @@ async def batch_delete(body: BatchDeleteRequest, engine: EngineDep) -> Confirmat
 
 
 @router.post("/v1/exports/")
-async def create_export(body: ExportRequest, services: ServicesDep) -> ExportCreated:
+async def create_export(
+    body: ExportRequest, services: ServicesDep, limits: LimitsDep
+) -> ExportCreated:
     """Export one scope's memories now (format: portability/document.py), kept 7 days."""
-    scope, rest = scoped(body, body.filters)
+    scope, rest = limits.scoped(body, body.filters)
     _whole_scope(rest)
     document = await build_export(services.engine, services.cfg.tenant, scope, body.export_schema)
     await asyncio.to_thread(services.saved.put, scope, document)
@@ -82,12 +84,14 @@ async def create_export(body: ExportRequest, services: ServicesDep) -> ExportCre
 
 
 @router.post("/v1/exports/get/", response_model=Export, response_model_exclude_unset=True)
-async def get_export(body: ExportGetRequest, services: ServicesDep) -> dict[str, Any]:
+async def get_export(
+    body: ExportGetRequest, services: ServicesDep, limits: LimitsDep
+) -> dict[str, Any]:
     """An export by `memory_export_id`, else the latest one of exactly the scope given."""
     named = body.filters or any(getattr(body, key) for key in ENTITY_TYPES.values())
     scope: EntityIds | None = None
     if named or body.memory_export_id is None:
-        scope, rest = scoped(body, body.filters)
+        scope, rest = limits.scoped(body, body.filters)
         _whole_scope(rest)
     if body.memory_export_id is not None:
         found = await asyncio.to_thread(services.saved.get, body.memory_export_id)
@@ -104,8 +108,12 @@ async def get_export(body: ExportGetRequest, services: ServicesDep) -> dict[str,
 
 
 @router.post("/v1/imports/", response_model=Imported)
-async def import_memories(body: ExportDocument, services: ServicesDep) -> dict[str, Any]:
+async def import_memories(
+    body: ExportDocument, services: ServicesDep, limits: LimitsDep
+) -> dict[str, Any]:
     """Write an export's memories back (ids, history and all); existing ids are skipped."""
+    for i, memory in enumerate(body.memories):
+        limits.metadata(memory.metadata, f"memories[{i}].metadata")
     try:
         return await import_document(services.engine, body, services.cfg.limits.max_memory_chars)
     except FormatError as exc:

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from memorystore.recall import pack
-from memorystore.service.api.deps import EngineDep, LimitsDep, ServicesDep, scoped
+from memorystore.service.api.deps import EngineDep, LimitsDep, ServicesDep
 from memorystore.service.api.responses import Recalled, SearchResults
 from memorystore.service.api.schemas import RecallRequest, SearchRequest
 
@@ -23,7 +23,7 @@ router = APIRouter(tags=["search"])
 async def search(body: SearchRequest, engine: EngineDep, limits: LimitsDep) -> dict[str, Any]:
     limits.top_k(body.top_k, "top_k")
     limits.text(body.query, "query")
-    scope, rest = scoped(body, body.filters)
+    scope, rest = limits.scoped(body, body.filters)
     threshold = body.threshold if body.threshold is not None else 0.0
     results = await engine.search(
         body.query, scope, body.top_k, threshold, rest, body.include_retired
@@ -38,7 +38,7 @@ async def recall(body: RecallRequest, services: ServicesDep, limits: LimitsDep) 
     top_k = body.top_k or defaults.top_k
     limits.top_k(top_k, "top_k")
     limits.text(body.query, "query")
-    scope, rest = scoped(body, body.filters)
+    scope, rest = limits.scoped(body, body.filters)
     threshold = defaults.threshold if body.threshold is None else body.threshold
     found = await services.engine.search(
         body.query, scope, top_k, threshold, rest, body.include_retired

@@ -1,4 +1,5 @@
-"""Prometheus metrics and the ASGI layers that feed them (and cap request size).
+"""Prometheus metrics and the ASGI layer that feeds them (request size and ambiguity are
+checked by `request_guard.py`).
 
 Plain ASGI rather than Starlette's BaseHTTPMiddleware: it adds no task per request,
 which keeps the service within a few percent of calling mem0 directly.
@@ -6,7 +7,6 @@ which keeps the service within a few percent of calling mem0 directly.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,6 +14,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+__all__ = ["Metrics", "MetricsMiddleware"]
 
 Scope = dict[str, Any]
 ASGIApp = Callable[..., Any]
@@ -84,51 +86,3 @@ class MetricsMiddleware:
             if status >= 400:
                 kind = "server" if status >= 500 else "client"
                 self.metrics.errors.labels(label, kind).inc()
-
-
-class BodyLimitMiddleware:
-    """Refuse bodies over `limit` bytes with 413, declared or streamed, before any handler."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
-            return
-        seen = 0
-
-        async def counting_receive() -> dict[str, Any]:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counting_receive, send)
-        except _TooLarge:
-            await self._refuse(send)
-
-    async def _refuse(self, send: Any) -> None:
-        body = json.dumps(
-            {"detail": f"request body exceeds limits.maxRequestBytes ({self.limit} bytes)"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass

@@ -25,6 +25,7 @@ from memorystore.config import (
     ServiceEmbedder,
     ServiceVectorStore,
 )
+from memorystore.service.ops.http_limits import server_options
 from memorystore.service.ops.tls import RELOAD_SECONDS, CertificateReloader
 
 
@@ -77,6 +78,7 @@ class UvicornThread:
         host: str = "127.0.0.1",
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
+        **options: Any,  # more of uvicorn.Config's options
     ) -> None:
         self.host = host
         self.scheme = "https" if ssl_context is not None else "http"
@@ -88,6 +90,7 @@ class UvicornThread:
             access_log=False,
             lifespan="on",
             ssl_context_factory=(lambda *_: ssl_context) if ssl_context is not None else None,
+            **options,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
@@ -131,7 +134,13 @@ class ServiceThread(UvicornThread):
         self.tls = CertificateReloader(cfg.tls, tls_reload_seconds) if cfg.tls else None
         self.app = create_app(cfg)
         context = self.tls.context if self.tls else None
-        super().__init__(self.app, cfg.listen.host, cfg.listen.port, ssl_context=context)
+        super().__init__(
+            self.app,
+            cfg.listen.host,
+            cfg.listen.port,
+            ssl_context=context,
+            **server_options(cfg.limits),  # the request head bounded as `memorystore serve` does
+        )
 
     def __enter__(self) -> Self:
         super().__enter__()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import qdrant_edge as qe
 
@@ -25,7 +25,9 @@ from memorystore.service.stores.protocol import Filters
 __all__ = [
     "LOGICAL_ALIASES",
     "SUPPORTED_OPERATORS",
+    "FilterExcess",
     "engine_filter",
+    "filter_excess",
     "literal_id",
     "refuse_nested_identity",
 ]
@@ -44,6 +46,60 @@ _ISO_DATETIME_RE = re.compile(
     r"(Z|[+-]\d{2}:?\d{2})?"
     r")?$"
 )
+
+
+_GROUPS = frozenset({"AND", "OR", "NOT", *LOGICAL_ALIASES})
+
+
+class FilterExcess(NamedTuple):
+    """Where a filter outgrows a bound: `kind` is "conditions" or "depth"."""
+
+    path: str
+    kind: str
+
+
+def filter_excess(
+    filters: Filters, max_conditions: int, max_depth: int, path: str = "filters"
+) -> FilterExcess | None:
+    """The first place `filters` holds more than `max_conditions` conditions or nests
+    AND/OR/NOT deeper than `max_depth`, else None; read before anything is translated.
+
+    A field condition counts one, and an operand list (`in`, `nin`, or a list as the value)
+    one per value; an AND/OR/NOT item with no condition (`{}`) counts one. Depth is how
+    many AND/OR/NOT groups enclose a condition (`{"OR": [...]}` is 1). The walk stops at
+    the first excess, so an oversized filter costs no more than the limits allow."""
+    count = 0
+    too_many = FilterExcess(path, "conditions")
+
+    def walk(node: Filters, at: str, depth: int) -> FilterExcess | None:
+        nonlocal count
+        for key, value in node.items():
+            if key in _GROUPS and isinstance(value, list):
+                where = f"{at}.{key}"
+                if depth + 1 > max_depth:
+                    return FilterExcess(where, "depth")
+                for i, item in enumerate(value):
+                    if isinstance(item, dict) and item:
+                        found = walk(item, f"{where}[{i}]", depth + 1)
+                        if found is not None:
+                            return found
+                    else:
+                        count += 1
+                    if count > max_conditions:
+                        return too_many
+            elif isinstance(value, dict):
+                count += max(1, sum(_operands(v) for v in value.values()))
+            else:
+                count += _operands(value)
+            if count > max_conditions:
+                return too_many
+        return None
+
+    return walk(filters, path, 0) if filters else None
+
+
+def _operands(value: Any) -> int:
+    return max(1, len(value)) if isinstance(value, list) else 1
 
 
 def literal_id(key: str, value: Any) -> str:

@@ -8,6 +8,8 @@ operator-looking strings, prefixes of one another, case and Unicode-normalisatio
 RTL, emoji, 256 characters. A model (a dict) holds what each tenant stores; every response is
 checked against it, and after every step each tenant's entity counts must equal the model's.
 Invalid ids are drawn too, and each must be refused with a 4xx that names the field.
+The process's peak resident set over the runs (the services run in it) is printed and must
+stay under the memory service's default memory limit.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from hypothesis.stateful import (
 from memorystore.scope import id_problem
 from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
+from support.rss import RssWatch
 
 # tenant b searches through mem0's own pipeline (no hybrid, no neighbours), tenant a through
 # the service's fused one: both search paths are under test
@@ -141,7 +144,12 @@ class Tenant:
 
 
 @pytest.fixture(scope="module")
-def tenants(tmp_path_factory) -> Iterator[list[Tenant]]:
+def rss_watch() -> RssWatch:
+    return RssWatch()  # before the services start: their growth is measured from here
+
+
+@pytest.fixture(scope="module")
+def tenants(tmp_path_factory, rss_watch) -> Iterator[list[Tenant]]:
     a_dir = Path(tmp_path_factory.mktemp("tenant-a"))
     b_dir = Path(tmp_path_factory.mktemp("tenant-b"))
     with (
@@ -584,7 +592,7 @@ def make_machine(tenants: list[Tenant]) -> type[RuleBasedStateMachine]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # ~2 min alone; several times that beside other workers on 2 cores
-def test_no_scope_sees_or_changes_another(tenants, capsys):
+def test_no_scope_sees_or_changes_another(tenants, rss_watch, capsys):
     machine = make_machine(tenants)
     run_state_machine_as_test(
         machine,
@@ -606,6 +614,7 @@ def test_no_scope_sees_or_changes_another(tenants, capsys):
             f"{Counts.calls} checked calls ({Counts.by_id} by id, {Counts.cross_checks} of them "
             f"across scopes or tenants; {Counts.refusals} refusals)"
         )
+        print(rss_watch.check("isolation property"))
     assert Counts.rules > 0 and Counts.refusals > 0 and Counts.cross_checks > 0
 
 
@@ -637,3 +646,10 @@ def test_one_tenants_key_opens_nothing_of_the_other(tenants):
             headers={"Authorization": f"Token {other.service.api_key}"},
         )
         assert response.status_code == 401
+
+
+def test_the_modules_peak_rss_stays_under_the_default_limit(tenants, rss_watch, capsys):
+    """After both property tests above (file order): the whole module's peak."""
+    line = rss_watch.check("isolation properties, whole module")
+    with capsys.disabled():
+        print(f"\n{line}")

@@ -10,7 +10,8 @@ to tenant a, which searches through the service's fused retrieval, and to tenant
 searches through mem0's own pipeline.
 Before fuzzing, each scope of two tenants is seeded with a canary text under ids the fuzzer
 cannot produce; no response may ever contain one, and afterwards every canary must still be
-where it was, unchanged.
+where it was, unchanged. The process's peak resident set over the fuzz (the services run in it)
+is printed and must stay under the memory service's default memory limit.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from schemathesis.specs.openapi.checks import (
 
 from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
+from support.rss import RssWatch
 
 EXAMPLES_PER_OPERATION_AND_MODE = 30  # per tenant: about 1,500 cases, ~40 s on 2 cores
 
@@ -46,6 +48,7 @@ EXAMPLES_PER_OPERATION_AND_MODE = 30  # per tenant: about 1,500 cases, ~40 s on 
 class Seeded:
     services: list[ServiceThread]
     canaries: dict[tuple[int, tuple[tuple[str, str], ...]], str]  # (tenant, scope) -> text
+    rss: RssWatch  # from before the services started
 
 
 def scopes(salt: str) -> list[dict[str, str]]:
@@ -61,6 +64,7 @@ def scopes(salt: str) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory) -> Iterator[Seeded]:
+    rss = RssWatch()
     a_dir = Path(tmp_path_factory.mktemp("fuzz-a"))
     b_dir = Path(tmp_path_factory.mktemp("fuzz-b"))
     with (
@@ -83,7 +87,7 @@ def seeded(tmp_path_factory) -> Iterator[Seeded]:
                 )
                 assert response.status_code == 200, response.text
                 canaries[(tenant, tuple(sorted(scope.items())))] = text
-        yield Seeded([a, b], canaries)
+        yield Seeded([a, b], canaries, rss)
 
 
 class Tally:
@@ -145,12 +149,13 @@ def test_fuzz_every_operation(seeded, tenant, capsys):
             except Unsatisfiable:
                 # nothing to break: every parameter is pinned or absent (GET /v1/ping/)
                 assert mode == GenerationMode.NEGATIVE, operation.label
+    memory = seeded.rss.check(f"openapi fuzz, tenant {tenant}")  # under the limit, or fails
     with capsys.disabled():
         print(
             f"\nopenapi fuzz, tenant {tenant}: {sum(Tally.cases.values())} cases over "
             f"{len(operations)} operations"
             f"; statuses {dict(sorted(Tally.statuses.items()))}; per operation "
-            f"{dict(sorted(Tally.cases.items()))}"
+            f"{dict(sorted(Tally.cases.items()))}\n{memory}"
         )
     assert not any(code >= 500 for code in Tally.statuses)
 
