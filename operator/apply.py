@@ -13,7 +13,6 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import httpx2
 from lightkube import AsyncClient, codecs
 from lightkube.core.client import LabelSelector
@@ -26,8 +25,10 @@ from lightkube.resources.core_v1 import Event, PersistentVolumeClaim, Secret
 from lightkube.types import PatchType
 
 from memorystore.operator import keys, ledger, names, tls
+from memorystore.operator.backup_plan import KEY_WAITS, backup_key_source
 from memorystore.operator.builders.model import Keys, Owner
 from memorystore.operator.builders.secrets import (
+    backup_key_secret,
     ca_secret,
     keys_secret,
     service_key_secret,
@@ -122,6 +123,47 @@ async def ensure_keys(client: AsyncClient, owner: Owner, owned: bool) -> Keys:
         service_api_key=_decode(existing, SERVICE_API_KEY),
         qdrant_api_key=_decode(existing, QDRANT_API_KEY),
     )
+
+
+async def ensure_backup_key(
+    client: AsyncClient,
+    owner: Owner,
+    spec: MemoryStoreSpec,
+    restore_from: dict[str, Any] | None,
+) -> bool:
+    """Create `<store>-backup-key` once (`secrets.backup_key_secret`): a random key, or for a
+    store restored from a backup the key of the store that took it (`restore_from`: the
+    MemoryStoreBackup spec.restore names, None while it does not exist). An existing Secret
+    is never changed. False while the key cannot be decided yet (the backup is missing).
+    The key is never logged; when the source store's key is gone the restore will say the
+    backup was signed with another key (spec.restore.trustUnsigned then restores it)."""
+    name = names.backup_key_secret_name(owner.name)
+    if await get_secret(client, name, owner.namespace) is not None:
+        return True
+    source = backup_key_source(spec, restore_from)
+    if source == KEY_WAITS:
+        return False
+    key = None
+    if source is not None and source != owner.name:
+        found = await get_secret(client, names.backup_key_secret_name(source), owner.namespace)
+        raw = ((found.data or {}) if found else {}).get(names.BACKUP_SIGNING_KEY)
+        key = base64.b64decode(raw).decode() if raw else None
+        if key is None:
+            log.warning(
+                "%s/%s: store %s's backup key (Secret %s) is gone: the restore cannot verify "
+                "its backup unless spec.restore.trustUnsigned is set",
+                owner.namespace,
+                owner.name,
+                source,
+                names.backup_key_secret_name(source),
+            )
+    secret = backup_key_secret(owner, key or secrets.token_urlsafe(32))
+    try:
+        await client.create(codecs.from_dict(secret))
+    except ApiError as exc:
+        if exc.status.code != 409:  # 409: another reconcile created it just now
+            raise
+    return True
 
 
 async def get_or_none(client: AsyncClient, resource: Any, name: str, namespace: str) -> Any:
@@ -399,18 +441,6 @@ async def missing_secrets(
         if key not in (secret.data or {}) and key not in (secret.stringData or {}):
             problems.append(f"Secret {name} has no key {key!r} (referenced by {field})")
     return problems
-
-
-async def probe_qdrant(url: str, timeout: float = 3.0) -> str | None:
-    """None when an external Qdrant answers /readyz with 2xx; otherwise what went wrong."""
-    try:
-        async with httpx.AsyncClient(timeout=timeout) as http:
-            response = await http.get(f"{url.rstrip('/')}/readyz")
-    except httpx.HTTPError as exc:
-        return f"cannot reach the external Qdrant at {url}: {type(exc).__name__}"
-    if response.is_success:
-        return None
-    return f"the external Qdrant at {url} answered /readyz with HTTP {response.status_code}"
 
 
 async def post_event(

@@ -33,6 +33,8 @@ PREVIOUS_KEY_VALID_UNTIL_ANNOTATION = "memorystore.dev/previous-key-valid-until"
 
 # Keys inside the TLS Secrets (kubernetes.io/tls and cert-manager's names) and the file
 # the client ConfigMap carries beside client.yaml.
+BACKUP_SIGNING_KEY = "signing-key"  # the key in the backup-key Secret
+QDRANT_CONFIG_FILE = "config.yaml"  # the key in the Qdrant config Secret
 TLS_CERT = "tls.crt"
 TLS_KEY = "tls.key"
 CA_CERT = "ca.crt"
@@ -80,6 +82,17 @@ def keys_secret_name(store: str) -> str:
 
 def service_key_secret_name(store: str) -> str:
     return f"{store}-service-key"
+
+
+def qdrant_config_secret_name(store: str) -> str:
+    """Managed Qdrant's config file with its API key (`--config-path`), derived from the keys
+    Secret: a file, so the key is in no environment variable."""
+    return f"{store}-qdrant-config"
+
+
+def backup_key_secret_name(store: str) -> str:
+    """The key the service signs its backups' manifests with (HMAC), and restores verify."""
+    return f"{store}-backup-key"
 
 
 def ca_secret_name(store: str) -> str:

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from memorystore.config import format_validation_error
 from memorystore.keyed_locks import KeyedLocks
-from memorystore.operator import apply, backup_plan, backups, isolation, ledger, names
+from memorystore.operator import apply, backup_plan, backups, isolation, ledger, names, readiness
 from memorystore.operator.builders import desired_children, expected_workloads
 from memorystore.operator.builders.common import owns_data
 from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
@@ -43,6 +43,7 @@ from memorystore.operator.status import (
     Workload,
     compute_status,
     restored,
+    workload_state,
 )
 from memorystore.operator.store_index import StoreIndex
 from memorystore.spec import (
@@ -210,6 +211,8 @@ async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str,
     )
     owned = owns_data(spec)
     keys = await apply.ensure_keys(client, owner, owned)
+    # the key backups are signed with; a restored store's is the source store's
+    await apply.ensure_backup_key(client, owner, spec, source)
     service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
     tls = await apply.ensure_tls(client, owner, spec, owned, dt.datetime.now(dt.UTC))
     children = desired_children(
@@ -229,7 +232,7 @@ async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str,
         pods = await backups.service_pods(client, owner.namespace, owner.name)
         failure = backup_plan.restore_failure(pods, RESTORE_CONTAINER)
     observed = replace(
-        await _observe(reconciler, owner, spec),
+        await _observe(reconciler, owner, spec, tls.ca_cert),
         service_key=service_key.status(),
         tls_pending=tls.pending,
         backup_target=(target, target_exists) if target is not None else None,
@@ -284,12 +287,22 @@ async def _ensure_service_key(
     return decision.state
 
 
-async def _observe(reconciler: Reconciler, owner: Owner, spec: MemoryStoreSpec) -> Observed:
+async def _observe(
+    reconciler: Reconciler, owner: Owner, spec: MemoryStoreSpec, ca_cert: str | None
+) -> Observed:
     client = reconciler.client
     workloads = {
         kind: Workload(kind, name, await apply.get_workload(client, kind, name, owner.namespace))
         for kind, name in expected_workloads(owner, spec)
     }
+    service = workloads.get("Deployment")
+    # Never a request to the tenant's URL: an external Qdrant is seen through the service,
+    # whose pods say why they are not ready (readiness.py).
+    why_not_ready = None
+    if service is not None and service.obj is not None and not workload_state(service)[0]:
+        why_not_ready = await readiness.not_ready_reason(
+            client, owner.namespace, owner.name, tls=spec.tls.enabled, ca_cert=ca_cert
+        )
     external = spec.vector_store.external
     return Observed(
         generation=owner.generation,
@@ -298,8 +311,8 @@ async def _observe(reconciler: Reconciler, owner: Owner, spec: MemoryStoreSpec) 
         embedded_vector_store=spec.vector_store.embedded is not None,
         postgres_vector_store=spec.vector_store.postgres is not None,
         external_vector_store=external.url if external else None,
-        external_error=await apply.probe_qdrant(external.url) if external else None,
-        service=workloads.get("Deployment"),
+        service=service,
+        service_not_ready=why_not_ready,
         pending_claims=await apply.pending_claims(
             client, owner.namespace, names.store_selector(owner.name)
         ),

@@ -54,9 +54,12 @@ class Observed:
     # spec.vectorStore.postgres: the operator does not reach the database itself (no
     # credentials, maybe no route); the service's /readyz queries it.
     postgres_vector_store: bool = False
-    external_vector_store: str | None = None  # its URL, when external
-    external_error: str | None = None  # why the external Qdrant did not answer its readyz
+    # Its URL, when external. Never requested by the operator (a tenant wrote it): the
+    # service's /readyz reaches it, so it is seen through the service like the two above.
+    external_vector_store: str | None = None
     service: Workload | None = None
+    # Why a pod of the service is not ready, in its /readyz's words (readiness.py).
+    service_not_ready: str | None = None
     pending_claims: list[str] = field(default_factory=list)  # PVCs not Bound
     missing_secrets: list[str] = field(default_factory=list)  # user secretKeyRefs not found
     # (reason, message) while the serving certificate's Secret cannot exist yet
@@ -168,15 +171,15 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         if observed.service
         else (False, R.NOT_FOUND, "memory service not created yet")
     )
+    if not svc_ok and svc_reason == R.NOT_READY and observed.service_not_ready:
+        svc_msg = f"{svc_msg}; {observed.service_not_ready}"
     vs_ok: bool
     vs_reason: ConditionReason
-    if observed.vector_store is None and observed.external_error:
-        vs_ok, vs_reason, vs_msg = False, R.UNREACHABLE, observed.external_error
-    elif observed.vector_store is None:
-        vs_ok, vs_reason = True, R.EXTERNAL
-        vs_msg = f"external Qdrant at {observed.external_vector_store}"
-    else:
-        vs_ok, vs_reason, vs_msg = workload_state(observed.vector_store)
+    vs_ok, vs_reason, vs_msg = (
+        workload_state(observed.vector_store)
+        if observed.vector_store is not None
+        else (svc_ok, R.EXTERNAL, "")
+    )
     if observed.restore_waiting:  # no Deployment until the backup to restore is there
         svc_ok, (svc_reason, svc_msg) = False, observed.restore_waiting
     elif observed.restore_failure:
@@ -194,14 +197,21 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
             f"waiting for PersistentVolumeClaim {', '.join(observed.pending_claims)} "
             "to be bound (is there a default StorageClass?)"
         )
-    through_service = observed.embedded_vector_store or observed.postgres_vector_store
+    through_service = observed.vector_store is None
     if through_service:
-        # Ready with the service's pods, whose /readyz queries the engine or the database.
+        # Ready with the service's pods, whose /readyz queries the engine, the database or
+        # the external Qdrant.
         if observed.embedded_vector_store:
             vs_reason, vs_msg = R.EMBEDDED, "embedded in the memory service"
-        else:
+        elif observed.postgres_vector_store:
             vs_reason = R.POSTGRES
             vs_msg = "in PostgreSQL (spec.vectorStore.postgres), queried by the memory service"
+        else:
+            vs_reason = R.EXTERNAL
+            vs_msg = (
+                f"external Qdrant at {observed.external_vector_store}, reached by the memory "
+                "service"
+            )
         vs_ok = svc_ok
         if not svc_ok:
             vs_reason, vs_msg = R.SERVICE_NOT_READY, f"{vs_msg}, which is not ready: {svc_msg}"

@@ -19,6 +19,7 @@ os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="memorystore-tests-mem0-")
 MACHINE_MODULES = {
     "tests/e2e/test_images.py",
     "tests/e2e/test_netpol_real_node.py",
+    "tests/e2e/test_operator_netpol_real_node.py",
     "tests/e2e/test_real_node.py",
     "tests/e2e/test_walk_real_node.py",
     "tests/integration/test_netpol_enforcer.py",

@@ -6,7 +6,7 @@ rendered files (service config, agent client config) share with the spec are def
 and reused in `memorystore.config`.
 
 The models live in modules by concern (`names`, `base`, `kube`, `memory`, `providers`,
-`storage`, `service`, `backup`, `status`, `store`); this package is their public surface:
+`storage`, `sizing`, `service`, `backup`, `status`, `store`); this package is their public surface:
 import from `memorystore.spec`, not from a module of it.
 """
 
@@ -73,6 +73,7 @@ from memorystore.spec.providers import (
     LLMSettings,
 )
 from memorystore.spec.service import IssuerKind, IssuerRef, ServiceKeySpec, ServiceSpec, TLSSpec
+from memorystore.spec.sizing import QdrantResources, ServiceResources
 from memorystore.spec.status import (
     CONDITION_REASONS,
     Condition,
@@ -152,6 +153,7 @@ __all__ = [
     "Placed",
     "PostgresSettings",
     "PostgresVectors",
+    "QdrantResources",
     "RecallSettings",
     "Resources",
     "RestoreSpec",
@@ -160,6 +162,7 @@ __all__ = [
     "SecretKeyRef",
     "ServiceKeySpec",
     "ServiceKeyStatus",
+    "ServiceResources",
     "ServiceSpec",
     "Storage",
     "TLSSpec",

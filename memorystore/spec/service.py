@@ -13,11 +13,11 @@ from memorystore.spec.base import Model
 from memorystore.spec.kube import (
     LabelValue,
     Placed,
-    Resources,
     Toleration,
     node_selector_field,
     tolerations_field,
 )
+from memorystore.spec.sizing import ServiceResources
 
 __all__ = [
     "IssuerKind",
@@ -37,7 +37,11 @@ class ServiceSpec(Placed):
         "(data kept). More than 1 needs spec.historyDb.postgres and vectors every replica "
         "reaches (spec.vectorStore.managed, external or postgres).",
     )
-    resources: Resources = Field(default_factory=Resources, description="Service resources.")
+    resources: ServiceResources = Field(
+        default_factory=ServiceResources,
+        description="Resources of the memory service's container and of its restore init "
+        "container; requests and limits by default, derived from measurements.",
+    )
     image: str | None = Field(None, description="Service image; the chart's default if unset.")
     node_selector: dict[str, LabelValue] = node_selector_field("memory-service pods")
     tolerations: list[Toleration] = tolerations_field("memory-service pods")

@@ -37,7 +37,6 @@ class ConditionReason(StrEnum):
     ROLLING_OUT = "RollingOut"
     NOT_READY = "NotReady"
     SCALED_TO_ZERO = "ScaledToZero"
-    UNREACHABLE = "Unreachable"
     EXTERNAL = "External"
     EMBEDDED = "Embedded"
     POSTGRES = "Postgres"
@@ -73,16 +72,17 @@ CONDITION_REASONS: dict[ConditionReason, str] = {
     ConditionReason.ROLLING_OUT: "a workload is applying a new revision",
     ConditionReason.NOT_READY: "a workload has fewer ready or updated replicas than it wants",
     ConditionReason.SCALED_TO_ZERO: "a workload has 0 replicas (spec.suspend), so nothing serves",
-    ConditionReason.UNREACHABLE: "the external Qdrant (spec.vectorStore.external.url) does "
-    "not answer /readyz",
-    ConditionReason.EXTERNAL: "VectorStoreReady: the external Qdrant answers /readyz",
+    ConditionReason.EXTERNAL: "VectorStoreReady: the external Qdrant "
+    "(spec.vectorStore.external.url) is reached by the memory service, which is ready (the "
+    "operator itself never sends a request to that URL)",
     ConditionReason.EMBEDDED: "VectorStoreReady: the engine runs inside the memory service, "
     "which is ready",
     ConditionReason.POSTGRES: "VectorStoreReady: the vectors are in PostgreSQL "
     "(spec.vectorStore.postgres) and the memory service, whose /readyz queries the database, "
     "is ready",
-    ConditionReason.SERVICE_NOT_READY: "VectorStoreReady: the embedded engine, or the "
-    "PostgreSQL vectors, are seen through the memory service, which is not ready",
+    ConditionReason.SERVICE_NOT_READY: "VectorStoreReady: the embedded engine, the "
+    "PostgreSQL vectors or the external Qdrant are seen through the memory service, which is "
+    "not ready; the message gives the reason its /readyz gives",
     ConditionReason.SECRET_MISSING: "a Secret or key the spec names does not exist; the "
     "message names the field",
     ConditionReason.VOLUME_PENDING: "a PersistentVolumeClaim is not bound (is there a "

@@ -11,13 +11,13 @@ from memorystore.spec.base import Model
 from memorystore.spec.kube import (
     LabelValue,
     Placed,
-    Resources,
     SecretKeyRef,
     Storage,
     Toleration,
     node_selector_field,
     tolerations_field,
 )
+from memorystore.spec.sizing import QdrantResources
 
 __all__ = [
     "EmbeddedEngine",
@@ -52,7 +52,11 @@ class ManagedQdrant(Placed):
         "Set when the memory service creates the collection; cannot change afterwards.",
     )
     storage: Storage = Field(default_factory=Storage, description="Per-replica volume.")
-    resources: Resources = Field(default_factory=Resources, description="Qdrant resources.")
+    resources: QdrantResources = Field(
+        default_factory=QdrantResources,
+        description="Resources of each Qdrant pod; requests and limits by default, derived "
+        "from measurements.",
+    )
     image: str | None = Field(None, description="Qdrant image; the chart's default if unset.")
     node_selector: dict[str, LabelValue] = node_selector_field("Qdrant pods")
     tolerations: list[Toleration] = tolerations_field("Qdrant pods")

@@ -4,9 +4,9 @@ No I/O, no clock, no randomness: the same input gives byte-identical objects, so
 layer can server-side-apply them on every reconcile and any difference is a real change.
 The generated keys come in as `Keys` (the apply layer creates them once and keeps them)
 and the service key's rotation state as `keys.ServiceKeyState`; secret values appear only
-in the Secrets built here. Everything else refers to secrets (`secretKeyRef` and Secret
-volumes in pod specs, `{env: VAR}` / `{file: PATH}` in the config files), so no secret is
-ever copied into a ConfigMap.
+in the Secrets built here. Everything else refers to secrets as files (Secret volumes in pod
+specs, `{file: PATH}` in the config files, `--config-path` for Qdrant), so no secret is
+ever copied into a ConfigMap or an environment variable.
 
 One module per kind of child; the spec is checked once, by `validate.check_spec`, before
 any of them is built. This module is the table of contents.
@@ -38,6 +38,7 @@ from memorystore.operator.builders.memory_service import (
 from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
 from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
 from memorystore.operator.builders.qdrant import (
+    qdrant_config_secret,
     qdrant_headless_service,
     qdrant_service,
     qdrant_statefulset,
@@ -83,6 +84,7 @@ def desired_children(
             qdrant_headless_service(owner),
             qdrant_service(owner),
             qdrant_disruption_budget(owner),
+            qdrant_config_secret(owner, keys),
             qdrant_statefulset(owner, spec, images),
         ]
     children.append(memory_config_map(owner, service_text))

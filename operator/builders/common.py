@@ -1,5 +1,6 @@
-"""Pieces shared by several kinds of child: metadata and ownership, env entries, probes,
-pod security and placement, resources, volume claims, ports, and the canonical form."""
+"""Pieces shared by several kinds of child: metadata and ownership, env entries (never a
+secret: secrets are mounted files, secret_files.py), probes, pod security and placement,
+resources, volume claims, ports, and the canonical form."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from memorystore.spec import (
     DeletionPolicy,
     MemoryStoreSpec,
     Resources,
-    SecretKeyRef,
     Storage,
     Toleration,
 )
@@ -74,14 +74,6 @@ def container_resources(resources: Resources) -> dict[str, Any]:
     if resources.limits:
         out["limits"] = dict(sorted(resources.limits.items()))
     return out
-
-
-def secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"key": key, "name": secret}}}
-
-
-def ref_env(name: str, ref: SecretKeyRef) -> dict[str, Any]:
-    return secret_env(name, ref.name, ref.key)
 
 
 def value_env(name: str, value: str) -> dict[str, Any]:

@@ -13,26 +13,28 @@ from memorystore.operator import names
 from memorystore.operator.builders.model import Owner
 from memorystore.operator.builders.paths import (
     BACKUP_DIR,
+    BACKUP_SIGNING_KEY_FILE,
     CLIENT_CA_FILE,
     CLIENT_KEY_FILE,
     DATA_DIR,
     EMBEDDED_QDRANT_PATH,
-    ENV_EMBEDDER_KEY,
-    ENV_HISTORY_DSN,
-    ENV_LLM_KEY,
-    ENV_QDRANT_KEY,
-    ENV_VECTOR_DSN,
+    EMBEDDER_KEY_FILE,
+    HISTORY_DSN_FILE,
     HISTORY_PATH,
+    LLM_KEY_FILE,
     PREVIOUS_SERVICE_KEY_FILE,
+    QDRANT_KEY_FILE,
     SERVICE_KEY_FILE,
     TLS_CERT_FILE,
     TLS_KEY_FILE,
+    VECTOR_DSN_FILE,
 )
 from memorystore.spec import MemoryStoreSpec
 
 
 def service_config(owner: Owner, spec: MemoryStoreSpec, *, backup: bool = False) -> ServiceConfig:
-    """The config the memory service runs with: every secret an `{env: VAR}` reference.
+    """The config the memory service runs with: every secret a `{file: PATH}` reference
+    to a mounted Secret key (secret_files.py mounts the same paths).
     `backup`: spec.backup.volume's claim exists and is mounted, so backups go there.
 
     Needs a spec `check_spec` accepted (it checks these same data against the model)."""
@@ -51,11 +53,11 @@ def service_config_data(
     elif vs.postgres is not None:
         vector_store["postgres"] = {"hnswEfSearch": vs.postgres.hnsw_ef_search}
         if vs.postgres.dsn_secret_ref is not None:  # else: the history's database
-            vector_store["postgres"]["database"] = {"dsn": {"env": ENV_VECTOR_DSN}}
+            vector_store["postgres"]["database"] = {"dsn": {"file": VECTOR_DSN_FILE}}
     elif vs.managed is not None:
         vector_store["server"] = {
             "url": names.qdrant_url(owner.name, owner.namespace),
-            "apiKey": {"env": ENV_QDRANT_KEY},
+            "apiKey": {"file": QDRANT_KEY_FILE},
             # Always written out: a distributed Qdrant's own default is one shard per peer.
             "shardNumber": vs.managed.shards,
             "replicationFactor": vs.managed.replication_factor,
@@ -64,12 +66,12 @@ def service_config_data(
         assert vs.external is not None
         vector_store["server"] = {"url": vs.external.url}
         if vs.external.api_key_secret_ref is not None:
-            vector_store["server"]["apiKey"] = {"env": ENV_QDRANT_KEY}
+            vector_store["server"]["apiKey"] = {"file": QDRANT_KEY_FILE}
     embedder = spec.embedder.model_dump(
         by_alias=True, exclude_none=True, mode="json", exclude={"api_key_secret_ref"}
     )
     if spec.embedder.api_key_secret_ref is not None:
-        embedder["apiKey"] = {"env": ENV_EMBEDDER_KEY}
+        embedder["apiKey"] = {"file": EMBEDDER_KEY_FILE}
     data: dict[str, Any] = {
         "tenant": names.tenant(owner.name, owner.namespace),
         "listen": {"host": "0.0.0.0", "port": names.SERVICE_PORT},
@@ -89,23 +91,25 @@ def service_config_data(
             by_alias=True, exclude_none=True, mode="json", exclude={"api_key_secret_ref"}
         )
         if spec.llm.api_key_secret_ref is not None:
-            llm["apiKey"] = {"env": ENV_LLM_KEY}
+            llm["apiKey"] = {"file": LLM_KEY_FILE}
         data["llm"] = llm
     if spec.tls.enabled:
         data["tls"] = {"certFile": TLS_CERT_FILE, "keyFile": TLS_KEY_FILE}
     if backup:
-        data["backup"] = {"path": BACKUP_DIR}
+        # signed with the store's backup key (the Secret the Deployment mounts), the key its
+        # restore init container verifies with
+        data["backup"] = {"path": BACKUP_DIR, "signingKey": {"file": BACKUP_SIGNING_KEY_FILE}}
     return data
 
 
 def _history(spec: MemoryStoreSpec) -> dict[str, Any]:
-    """SQLite on the data volume, or PostgreSQL with its DSN from the Secret (an env var)."""
+    """SQLite on the data volume, or PostgreSQL with its DSN from the Secret (a file)."""
     pg = spec.history_db.postgres
     if pg is None:
         return {"path": HISTORY_PATH}
     return {
         "postgres": {
-            "dsn": {"env": ENV_HISTORY_DSN},
+            "dsn": {"file": HISTORY_DSN_FILE},
             "poolSize": pg.pool_size,
             "statementTimeoutSeconds": pg.statement_timeout_seconds,
         }
@@ -158,6 +162,7 @@ _SERVICE_EXCLUDE: dict[str, Any] = {
     "history": {"postgres": {"dsn": {"generate", "optional"}}},
     "embedder": {"api_key": {"generate", "optional"}},
     "llm": {"api_key": {"generate", "optional"}},
+    "backup": {"signing_key": {"generate", "optional"}},
 }
 # The rendered client.yaml holds what the spec decides; agent-side knobs (timeouts,
 # fail-open, capture, write permission) keep the middleware's defaults and env toggles.

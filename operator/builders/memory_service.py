@@ -13,8 +13,6 @@ from memorystore.operator.builders.common import (
     owns_data,
     placement,
     pod_security,
-    ref_env,
-    secret_env,
     service_port,
     storage_spec,
     value_env,
@@ -24,19 +22,23 @@ from memorystore.operator.builders.disruption import spread_over_nodes
 from memorystore.operator.builders.model import Images, Owner, Restore
 from memorystore.operator.builders.paths import (
     BACKUP_DIR,
+    BACKUP_KEY_DIR,
+    BACKUP_SIGNING_KEY_FILE,
     CONFIG_DIR,
     DATA_DIR,
-    ENV_EMBEDDER_KEY,
-    ENV_HISTORY_DSN,
-    ENV_LLM_KEY,
-    ENV_QDRANT_KEY,
-    ENV_VECTOR_DSN,
+    DATA_EMPTY_DIR_SIZE_LIMIT,
     RESTORE_DIR,
     SERVICE_CONFIG_PATH,
     SERVICE_KEY_DIR,
     SERVICE_UID,
     TLS_DIR,
     TLS_FILE_MODE,
+    TMP_SIZE_LIMIT,
+)
+from memorystore.operator.builders.secret_files import (
+    secret_mounts,
+    secret_volumes,
+    service_secret_files,
 )
 from memorystore.spec import MemoryStoreSpec
 
@@ -69,26 +71,12 @@ def memory_data_claim(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
     }
 
 
-def _memory_env(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
-    keys = names.keys_secret_name(owner.name)
-    env = [  # the service key is a mounted file (SERVICE_KEY_DIR), so it can rotate
+def _memory_env() -> list[dict[str, Any]]:
+    """No secret here: every secret is a mounted file (secret_files.py, SERVICE_KEY_DIR)."""
+    return [
         value_env("HOME", "/tmp"),  # the root filesystem is read-only
         value_env("MEM0_TELEMETRY", "False"),
     ]
-    vs = spec.vector_store
-    if vs.managed is not None:
-        env.append(secret_env(ENV_QDRANT_KEY, keys, names.QDRANT_API_KEY))
-    elif vs.external is not None and vs.external.api_key_secret_ref is not None:
-        env.append(ref_env(ENV_QDRANT_KEY, vs.external.api_key_secret_ref))
-    if spec.embedder.api_key_secret_ref is not None:
-        env.append(ref_env(ENV_EMBEDDER_KEY, spec.embedder.api_key_secret_ref))
-    if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
-        env.append(ref_env(ENV_LLM_KEY, spec.llm.api_key_secret_ref))
-    if spec.history_db.postgres is not None:
-        env.append(ref_env(ENV_HISTORY_DSN, spec.history_db.postgres.dsn_secret_ref))
-    if vs.postgres is not None and vs.postgres.dsn_secret_ref is not None:
-        env.append(ref_env(ENV_VECTOR_DSN, vs.postgres.dsn_secret_ref))
-    return sorted(env, key=lambda e: e["name"])
 
 
 def _data_volume(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
@@ -96,7 +84,7 @@ def _data_volume(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:
     emptyDir: what the service still writes there (mem0's own directory) is rebuilt at
     start-up, and the models are in the image."""
     if spec.history_db.postgres is not None:
-        return {"emptyDir": {}, "name": "data"}
+        return {"emptyDir": {"sizeLimit": DATA_EMPTY_DIR_SIZE_LIMIT}, "name": "data"}
     return {
         "name": "data",
         "persistentVolumeClaim": {"claimName": names.memory_data_claim_name(owner.name)},
@@ -150,19 +138,32 @@ def _tls_volumes(owner: Owner, spec: MemoryStoreSpec) -> list[dict[str, Any]]:
 
 
 BACKUP_VOLUME = "backups"
+BACKUP_KEY_VOLUME = "backup-key"
 RESTORE_VOLUME = "restore"
 RESTORE_CONTAINER = "restore"
 
 
 def _backup_parts(
-    backup_claim: str | None, restore: Restore | None
+    store: str, backup_claim: str | None, restore: Restore | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(service mounts, restore-only mounts, volumes) for the backup target and a restore.
 
     The target is mounted only when its claim exists (`backup_claim`), so a missing claim
     never keeps the service from starting. A backup on the store's own target is read
-    through the same volume (a claim mounted once per pod)."""
-    mounts, restore_mounts, volumes = [], [], []
+    through the same volume (a claim mounted once per pod). The backup key (the service
+    signs with it, the restore verifies with it) is mounted where it is used."""
+    mounts: list[dict[str, Any]] = []
+    restore_mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    key_mount = {"mountPath": BACKUP_KEY_DIR, "name": BACKUP_KEY_VOLUME, "readOnly": True}
+    if backup_claim is not None or restore is not None:
+        volumes.append(
+            {
+                "name": BACKUP_KEY_VOLUME,
+                "secret": {"defaultMode": 0o440, "secretName": names.backup_key_secret_name(store)},
+            }
+        )
+        (mounts if backup_claim is not None else restore_mounts).append(key_mount)
     if backup_claim is not None:
         mounts.append({"mountPath": BACKUP_DIR, "name": BACKUP_VOLUME})
         volumes.append(
@@ -183,13 +184,17 @@ def _backup_parts(
 
 
 def restore_container(
-    service: dict[str, Any], restore: Restore, mounts: list[dict[str, Any]]
+    service: dict[str, Any],
+    restore: Restore,
+    mounts: list[dict[str, Any]],
+    trust_unsigned: bool = False,
 ) -> dict[str, Any]:
     """The init container that restores the backup into the store's empty data before the
-    service starts: the service's image, env and mounts, plus the backup read-only. The CLI
-    refuses a corrupt or mismatched backup or a non-empty store before writing anything, and
-    re-running it on the store it restored is a no-op, so a restarted pod starts normally.
-    Its error output becomes the termination message the operator reports."""
+    service starts: the service's image, env and mounts, plus the backup read-only and the
+    backup key it verifies the backup's signature with. The CLI refuses an unsigned (unless
+    `trust_unsigned`), corrupt or mismatched backup or a non-empty store before writing
+    anything, and re-running it on the store it restored is a no-op, so a restarted pod
+    starts normally. Its error output becomes the termination message the operator reports."""
     return {
         "args": [
             "restore",
@@ -197,6 +202,9 @@ def restore_container(
             SERVICE_CONFIG_PATH,
             "--from",
             f"{RESTORE_DIR}/{restore.path}",
+            "--key",
+            BACKUP_SIGNING_KEY_FILE,
+            *(["--trust-unsigned"] if trust_unsigned else []),
         ],
         "env": service["env"],
         "image": service["image"],
@@ -222,10 +230,11 @@ def memory_deployment(
     (mounted at /backups); `restore`: a backup to restore first (an init container)."""
     store = owner.name
     port, https = _memory_port(spec), spec.tls.enabled
-    backup_mounts, restore_mounts, backup_volumes = _backup_parts(backup_claim, restore)
+    secret_files = service_secret_files(owner, spec)
+    backup_mounts, restore_mounts, backup_volumes = _backup_parts(store, backup_claim, restore)
     container = {
         "args": ["serve", "--config", SERVICE_CONFIG_PATH],
-        "env": _memory_env(owner, spec),
+        "env": _memory_env(),
         "image": spec.service.image or images.service,
         "imagePullPolicy": "IfNotPresent",
         "livenessProbe": http_probe(
@@ -241,16 +250,21 @@ def memory_deployment(
         "securityContext": RESTRICTED_CONTAINER,
         # The embedder loads before the server listens: allow up to 5 minutes.
         "startupProbe": http_probe("/healthz", port, period=5, timeout=3, failures=60, https=https),
+        # A service that cannot start (e.g. its vector store unreachable) says why in its
+        # last log line: the termination message the operator reports (readiness.py).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             {"mountPath": CONFIG_DIR, "name": "config", "readOnly": True},
             {"mountPath": DATA_DIR, "name": "data"},
             {"mountPath": SERVICE_KEY_DIR, "name": "service-key", "readOnly": True},
             *_tls_mounts(spec),
+            *secret_mounts(secret_files),
             {"mountPath": "/tmp", "name": "tmp"},
             *backup_mounts,
         ],
     }
-    init = [restore_container(container, restore, restore_mounts)] if restore else []
+    trust = spec.restore is not None and spec.restore.trust_unsigned
+    init = [restore_container(container, restore, restore_mounts, trust)] if restore else []
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -291,7 +305,8 @@ def memory_deployment(
                             },
                         },
                         *_tls_volumes(owner, spec),
-                        {"emptyDir": {}, "name": "tmp"},
+                        *secret_volumes(secret_files),
+                        {"emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}, "name": "tmp"},
                         *backup_volumes,
                     ],
                 },

@@ -31,14 +31,27 @@ TLS_FILE_MODE = 0o440  # root:fsGroup, readable by the service's group only
 # of a backup being restored, read-only, in the restore init container.
 BACKUP_DIR = "/backups"
 RESTORE_DIR = "/restore"
-# The config file names these variables; the Deployment fills them from Secrets.
-ENV_QDRANT_KEY = "QDRANT_API_KEY"
-ENV_EMBEDDER_KEY = "EMBEDDER_API_KEY"
-ENV_LLM_KEY = "LLM_API_KEY"
-# The PostgreSQL DSNs (spec.historyDb.postgres, spec.vectorStore.postgres.dsnSecretRef): read
-# once at start-up, like the keys above, so a variable is as good as a file here.
-ENV_HISTORY_DSN = "HISTORY_DATABASE_DSN"
-ENV_VECTOR_DSN = "VECTOR_DATABASE_DSN"
+# The backup-key Secret (<store>-backup-key: signing-key), mounted read-only in the service
+# and in the restore init container: backups are signed with it, restores verify with it.
+BACKUP_KEY_DIR = "/var/run/secrets/memorystore/backup-key"
+BACKUP_SIGNING_KEY_FILE = f"{BACKUP_KEY_DIR}/{names.BACKUP_SIGNING_KEY}"
+# Every other secret the service reads is one key of a Secret mounted as a file of its own
+# (never an environment variable, which `kubectl describe`, crash dumps and child processes
+# show), read-only, 0440 root:fsGroup, in a directory per purpose; the config file names
+# the file (`{file: PATH}`). secret_files.py pairs each file with its Secret key.
+SECRETS_DIR = "/var/run/secrets/memorystore"
+SECRET_FILE_MODE = 0o440
+QDRANT_KEY_FILE = f"{SECRETS_DIR}/qdrant-api-key/api-key"  # managed: <store>-keys
+EMBEDDER_KEY_FILE = f"{SECRETS_DIR}/embedder-api-key/api-key"
+LLM_KEY_FILE = f"{SECRETS_DIR}/llm-api-key/api-key"
+# The PostgreSQL DSNs (spec.historyDb.postgres, spec.vectorStore.postgres.dsnSecretRef).
+HISTORY_DSN_FILE = f"{SECRETS_DIR}/history-dsn/dsn"
+VECTOR_DSN_FILE = f"{SECRETS_DIR}/vector-dsn/dsn"
+# Size limits of the emptyDirs (what exceeds one evicts the pod, instead of filling the
+# node's disk for every tenant on it). /tmp: HOME, SQLite's temporary files, uvicorn; the
+# data emptyDir of a PostgreSQL store: mem0's directory, rebuilt at start-up.
+TMP_SIZE_LIMIT = "512Mi"
+DATA_EMPTY_DIR_SIZE_LIMIT = "1Gi"
 
 # --- inside agent pods ----------------------------------------------------------------------
 # Agents mount the client Secret here; client.yaml points at the key file. (Mount the client
@@ -55,3 +68,10 @@ QDRANT_UID = 1000
 QDRANT_STORAGE_DIR = "/qdrant/storage"
 QDRANT_SNAPSHOTS_DIR = "/qdrant/snapshots"
 QDRANT_INIT_DIR = "/qdrant/init"  # Qdrant writes an "initialized" marker at start
+# The config file holding the API key (Secret <store>-qdrant-config), read with
+# --config-path: Qdrant reads its settings from files or QDRANT__* variables, and a variable
+# would put the key in the pod's spec.
+QDRANT_CONFIG_DIR = f"{SECRETS_DIR}/qdrant-config"
+QDRANT_CONFIG_FILE = f"{QDRANT_CONFIG_DIR}/{names.QDRANT_CONFIG_FILE}"
+QDRANT_INIT_SIZE_LIMIT = "16Mi"  # one marker file
+QDRANT_TMP_SIZE_LIMIT = "256Mi"  # Qdrant's temporary files go to its storage, not /tmp

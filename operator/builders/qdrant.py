@@ -1,29 +1,37 @@
-"""Managed Qdrant (spec.vectorStore.managed): its StatefulSet and the two Services in front."""
+"""Managed Qdrant (spec.vectorStore.managed): its StatefulSet, the two Services in front, and
+the config file that carries its API key (a Secret mounted as a file: Qdrant reads settings
+from `--config-path` files or QDRANT__* variables, and a variable would show the key)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from memorystore.operator import names
 from memorystore.operator.builders.common import (
     RESTRICTED_CONTAINER,
+    b64,
     container_resources,
     http_probe,
     metadata,
     placement,
     pod_security,
-    secret_env,
     service_port,
     storage_spec,
     value_env,
 )
 from memorystore.operator.builders.disruption import spread_over_nodes
-from memorystore.operator.builders.model import Images, Owner
+from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.paths import (
+    QDRANT_CONFIG_DIR,
+    QDRANT_CONFIG_FILE,
     QDRANT_INIT_DIR,
+    QDRANT_INIT_SIZE_LIMIT,
     QDRANT_SNAPSHOTS_DIR,
     QDRANT_STORAGE_DIR,
+    QDRANT_TMP_SIZE_LIMIT,
     QDRANT_UID,
+    SECRET_FILE_MODE,
 )
 from memorystore.spec import DeletionPolicy, MemoryStoreSpec
 
@@ -36,13 +44,29 @@ def _qdrant_start_script(owner: Owner) -> str:
     """
     peers = f"{names.qdrant_headless_service_name(owner.name)}.{owner.namespace}.svc"
     first = f"http://{names.qdrant_statefulset_name(owner.name)}-0.{peers}:{names.QDRANT_P2P_PORT}"
+    qdrant = f"./qdrant --config-path {QDRANT_CONFIG_FILE}"
     return (
         f'first="{first}"\n'
         'if [ "${HOSTNAME##*-}" = "0" ]; then\n'
-        '  exec ./qdrant --uri "$first"\n'
+        f'  exec {qdrant} --uri "$first"\n'
         "fi\n"
-        f'exec ./qdrant --bootstrap "$first" --uri "http://$HOSTNAME.{peers}:{names.QDRANT_P2P_PORT}"\n'
+        f'exec {qdrant} --bootstrap "$first" --uri "http://$HOSTNAME.{peers}:{names.QDRANT_P2P_PORT}"\n'
     )
+
+
+def qdrant_config_secret(owner: Owner, keys: Keys) -> dict[str, Any]:
+    """Qdrant's config file with the API key (`service.api_key`), for `--config-path`.
+
+    Derived from the keys Secret, which never changes, so it never changes either; owned by
+    the store in every deletionPolicy (the keys Secret is what holds the data's key)."""
+    config = json.dumps({"service": {"api_key": keys.qdrant_api_key}}, sort_keys=True)
+    return {
+        "apiVersion": "v1",
+        "data": {names.QDRANT_CONFIG_FILE: b64(config + "\n")},  # JSON is YAML
+        "kind": "Secret",
+        "metadata": metadata(owner, names.qdrant_config_secret_name(owner.name), names.QDRANT),
+        "type": "Opaque",
+    }
 
 
 def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> dict[str, Any]:
@@ -57,9 +81,6 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
             value_env("QDRANT_INIT_FILE_PATH", f"{QDRANT_INIT_DIR}/.qdrant-initialized"),
             value_env("QDRANT__CLUSTER__ENABLED", "true"),
             value_env("QDRANT__CLUSTER__P2P__PORT", str(names.QDRANT_P2P_PORT)),
-            secret_env(
-                "QDRANT__SERVICE__API_KEY", names.keys_secret_name(store), names.QDRANT_API_KEY
-            ),
             value_env("QDRANT__STORAGE__SNAPSHOTS_PATH", QDRANT_SNAPSHOTS_DIR),
             value_env("QDRANT__STORAGE__STORAGE_PATH", QDRANT_STORAGE_DIR),
             value_env("QDRANT__TELEMETRY_DISABLED", "true"),
@@ -86,6 +107,7 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
             {"mountPath": QDRANT_SNAPSHOTS_DIR, "name": "storage", "subPath": "snapshots"},
             {"mountPath": QDRANT_INIT_DIR, "name": "init"},
             {"mountPath": "/tmp", "name": "tmp"},
+            {"mountPath": QDRANT_CONFIG_DIR, "name": "config", "readOnly": True},
         ],
     }
     return {
@@ -128,8 +150,15 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
                     **placement(managed.node_selector, managed.tolerations),
                     **spread_over_nodes(store, names.QDRANT, managed.replicas),
                     "volumes": [
-                        {"emptyDir": {}, "name": "init"},
-                        {"emptyDir": {}, "name": "tmp"},
+                        {"emptyDir": {"sizeLimit": QDRANT_INIT_SIZE_LIMIT}, "name": "init"},
+                        {"emptyDir": {"sizeLimit": QDRANT_TMP_SIZE_LIMIT}, "name": "tmp"},
+                        {
+                            "name": "config",
+                            "secret": {
+                                "defaultMode": SECRET_FILE_MODE,
+                                "secretName": names.qdrant_config_secret_name(store),
+                            },
+                        },
                     ],
                 },
             },

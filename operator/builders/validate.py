@@ -6,6 +6,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from lightkube.utils.quantity import parse_quantity
 from pydantic import ValidationError
 
 from memorystore.config import ServiceConfig, ServiceEmbedder, ServiceLLM
@@ -151,9 +152,20 @@ def _check_storage(storage: Storage, field: str) -> None:
 
 
 def _check_resources(resources: Resources, field: str) -> None:
+    """Quantities only, and no limit below its request (the API server would refuse the
+    pod, and the store would never start: say so here, naming both)."""
     for kind, values in (("requests", resources.requests), ("limits", resources.limits)):
         for name, value in values.items():
             _check_quantity(value, f"{field}.{kind}.{name}")
+    for name, limit in sorted(resources.limits.items()):
+        request = resources.requests.get(name)
+        at_most, at_least = parse_quantity(limit), parse_quantity(request)
+        if at_most is not None and at_least is not None and at_most < at_least:
+            raise SpecError(
+                f"{field}.limits.{name} ({limit}) is below {field}.requests.{name} "
+                f"({request}): raise the limit, or lower the request (setting requests or "
+                "limits replaces that whole map, defaults included)"
+            )
 
 
 def _check_service_config(owner: Owner, spec: MemoryStoreSpec) -> None:

@@ -12,6 +12,12 @@ import yaml
 
 from memorystore.operator.crd import API_VERSION, CRD_NAME, CRD_PATH
 from memorystore.spec import KIND, MemoryStoreSpec
+from memorystore.spec.sizing import (
+    QDRANT_LIMITS,
+    QDRANT_REQUESTS,
+    SERVICE_LIMITS,
+    SERVICE_REQUESTS,
+)
 from memorystore_dev.devcluster.target import Kube
 from support.waiting import wait_for
 
@@ -81,13 +87,18 @@ def test_minimal_memorystore_gets_the_model_defaults_from_the_server(
             "shards": 1,
             "replicationFactor": 1,
             "storage": {"size": "1Gi"},
-            "resources": {"requests": {}, "limits": {}},
+            # requests and limits by default (memorystore/spec/sizing.py)
+            "resources": {"requests": QDRANT_REQUESTS, "limits": QDRANT_LIMITS},
             "nodeSelector": {},
             "tolerations": [],
         },
     }
     assert stored["historyDb"] == {"sqlite": {"storage": {"size": "1Gi"}}}
     assert stored["service"]["replicas"] == 1
+    assert stored["service"]["resources"] == {
+        "requests": SERVICE_REQUESTS,
+        "limits": SERVICE_LIMITS,
+    }
     # The server's defaults are the model's defaults, field for field.
     assert stored == MemoryStoreSpec().model_dump(mode="json", by_alias=True, exclude_none=True)
 

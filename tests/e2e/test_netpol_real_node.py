@@ -10,10 +10,8 @@ enforcer knows who is asking.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -22,8 +20,9 @@ from memorystore.operator.builders.model import Owner
 from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
 from memorystore.spec import MemoryStoreSpec
 from memorystore_dev.devcluster import netpol
-from memorystore_dev.devcluster.node import FWD_CHAIN, REAL_NODE_TAINT
+from memorystore_dev.devcluster.node import FWD_CHAIN
 from memorystore_dev.devcluster.node import host as node_host
+from support.netpol_pods import Pods, without_owner
 from support.real_node import RealNodeRun
 from support.waiting import wait_for
 
@@ -42,62 +41,6 @@ def namespaces(real_node: RealNodeRun) -> Iterator[tuple[str, str]]:
     yield pair
     for name in pair:
         real_node.kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-def _pod(name: str, image: str, port: int, labels: dict[str, str]) -> dict[str, Any]:
-    """A long-lived probe pod on the real node, serving `port` (its probes run by exec)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "nodeSelector": {"memorystore.dev/node": "real"},
-            "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "probe",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    "args": [f"serve:{port}"],
-                    "ports": [{"containerPort": port}],
-                    "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
-                }
-            ],
-        },
-    }
-
-
-def _without_owner(obj: dict[str, Any]) -> dict[str, Any]:
-    """A builder's object minus its owner reference (no MemoryStore owns it here, and the
-    garbage collector deletes what a missing owner owns)."""
-    meta = {k: v for k, v in obj["metadata"].items() if k != "ownerReferences"}
-    return {**obj, "metadata": meta}
-
-
-class Pods:
-    def __init__(self, run: RealNodeRun) -> None:
-        self.kube = run.kube
-        self.image = run.probe_image
-
-    def start(self, ns: str, name: str, port: int, labels: dict[str, str]) -> str:
-        self.kube.apply(json.dumps(_pod(name, self.image, port, labels)), "-n", ns)
-        return name
-
-    def ready(self, ns: str, name: str) -> str:
-        self.kube.kubectl(
-            "wait", "--for=condition=Ready", f"pod/{name}", "-n", ns, "--timeout=120s"
-        )
-        return str(self.kube.get("pod", name, "-n", ns)["status"]["podIP"])
-
-    def reaches(self, ns: str, name: str, target: str) -> bool:
-        """Whether pod `name` opens a TCP connection to `target` (host:port) within 3 s."""
-        out = self.kube.kubectl(
-            "exec", name, "-n", ns, "--", "/nodeprobe", f"connect:{target}", check=False
-        )
-        if out.returncode not in (0, 1) or not re.search(r"^(OK|FAIL) connect:", out.stdout, re.M):
-            raise AssertionError(f"exec into {ns}/{name} failed: {out.stdout}{out.stderr}")
-        return out.returncode == 0
 
 
 def test_the_enforcer_runs_beside_the_real_node_after_its_guard(real_node: RealNodeRun):
@@ -138,7 +81,7 @@ def test_the_products_policies_admit_only_the_stores_agents_on_real_pods(
 
     spec = MemoryStoreSpec.model_validate({})
     for policy in (memory_network_policy(owner, spec), qdrant_network_policy(owner)):
-        real_node.kube.apply(json.dumps(_without_owner(policy)), "-n", ns)
+        real_node.kube.apply(json.dumps(without_owner(policy)), "-n", ns)
     # the enforcer applies what it has seen: wait until the stranger is turned away
     wait_for(lambda: not pods.reaches(ns, "stranger", f"{memory}:{port}"), timeout=60, every=1)
 

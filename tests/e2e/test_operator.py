@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -277,27 +281,61 @@ def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics
         stop_operator(proc)
 
 
-def test_an_unreachable_external_qdrant_is_reported(
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A tenant's "external Qdrant": records every request that reaches it."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_operator_never_calls_the_url_a_tenant_wrote(
     kube: Kube, namespace: str, operator: subprocess.Popen
 ):
-    create_store(
-        kube,
-        namespace,
-        "x",
-        f"{{vectorStore: {{external: {{url: 'http://127.0.0.1:{free_port()}'}}}}}}",
-    )
-    vs = wait_for(
-        lambda: next(
-            (
-                c
-                for c in status(kube, namespace, "x").get("conditions", [])
-                if c["type"] == "VectorStoreReady" and c["reason"] == "Unreachable"
+    """An external Qdrant's URL is the memory service's to reach (its /readyz), never the
+    operator's: a store pointing at an address the operator could reach gets its status
+    through the service, and the address sees no request across several resyncs."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        create_store(kube, namespace, "x", f"{{vectorStore: {{external: {{url: '{url}'}}}}}}")
+        vs = wait_for(
+            lambda: next(
+                (
+                    c
+                    for c in status(kube, namespace, "x").get("conditions", [])
+                    if c["type"] == "VectorStoreReady" and c["status"] == "True"
+                ),
+                None,
             ),
-            None,
-        ),
-        timeout=60,
-    )
-    assert vs["message"].startswith("cannot reach the external Qdrant at http://127.0.0.1:")
+            timeout=60,
+        )
+        # the simulated node reports the service's pods ready: the store is, through them
+        assert vs["reason"] == "External"
+        assert vs["message"] == f"external Qdrant at {url}, reached by the memory service"
+        # spec changes and resyncs (the test operator resyncs every few seconds) pass by
+        kube.kubectl(
+            "patch",
+            "mstore",
+            "x",
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"spec": {"recall": {"topK": 7}}}',
+        )
+        time.sleep(8)
+        assert _Recorder.seen == [], f"the operator called the tenant's URL: {_Recorder.seen}"
+    finally:
+        server.shutdown()
+        server.server_close()
     assert (
         kube.kubectl(
             "get", "statefulset", names.qdrant_statefulset_name("x"), "-n", namespace, check=False
@@ -334,7 +372,8 @@ def test_an_embedded_store_is_ready_as_one_pod_without_qdrant_children(
     assert deploy["spec"]["replicas"] == 1
     assert deploy["spec"]["strategy"]["type"] == "Recreate"
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
-    assert "QDRANT_API_KEY" not in {e["name"] for e in container["env"]}
+    assert not [e for e in container["env"] if "valueFrom" in e]  # secrets are files
+    assert not [v for v in deploy["spec"]["template"]["spec"]["volumes"] if "qdrant" in v["name"]]
     # the engine's files on the data volume the pod mounts, beside the history
     cm = kube.get("configmap", names.memory_config_map_name("e"), "-n", namespace)
     rendered = yaml.safe_load(cm["data"][names.SERVICE_CONFIG_FILE])

@@ -30,6 +30,22 @@ Names.
 {{- end }}
 {{- end }}
 
+{{/*
+Which namespaces the operator watches, as JSON: [] when cluster-wide (watch.clusterWide, an
+explicit opt-in), else watch.namespaces, else the release's own namespace. The default
+install is namespaced: its Role reaches no other namespace.
+*/}}
+{{- define "memorystore.watchedNamespaces" -}}
+{{- if .Values.watch.clusterWide }}
+{{- if .Values.watch.namespaces }}
+{{- fail "watch.clusterWide and watch.namespaces exclude each other: cluster-wide watches every namespace, so leave watch.namespaces empty (or set watch.clusterWide=false to watch only those)" }}
+{{- end }}
+{{- list | toJson }}
+{{- else }}
+{{- default (list .Release.Namespace) .Values.watch.namespaces | toJson }}
+{{- end }}
+{{- end }}
+
 {{- define "memorystore.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}

@@ -3,6 +3,10 @@
 Per size N, for one user: N adds then S searches, first through the HTTP service (a real
 `memorystore serve` process on loopback) and then directly on mem0's AsyncMemory with the
 same config, in one run; then adds from C concurrent HTTP clients, checked for loss.
+The service process's memory is read from /proc at each step (VmRSS: resident now; VmHWM:
+its peak so far): idle once ready, after the adds, after the searches. Those figures are
+what the operator's default requests and limits for the memory service are derived from
+(docs/kubernetes.md, "Sizing").
 """
 
 from __future__ import annotations
@@ -121,14 +125,42 @@ class _ServiceProcess:
         wait_until_ready(self.url, self.proc)
         self.key = (data_dir / "api-key").read_text().strip()
 
+    def memory(self, step: str) -> Memory:
+        """The process's memory now, also printed to stderr (a long run shows it at once)."""
+        memory = Memory.of(self.proc.pid)
+        print(
+            f"  service memory, {step}: VmRSS {memory.rss_mib:.0f} MiB, "
+            f"VmHWM {memory.hwm_mib:.0f} MiB",
+            file=sys.stderr,
+        )
+        return memory
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=60)
 
 
-async def _http_phase(url: str, key: str, adds: list[str], queries: list[str]) -> dict:
-    headers = {"Authorization": f"Token {key}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+@dataclass
+class Memory:
+    """A process's resident memory, MiB: now (VmRSS) and its peak so far (VmHWM)."""
+
+    rss_mib: float
+    hwm_mib: float
+
+    @classmethod
+    def of(cls, pid: int) -> Memory:
+        fields = {}
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024  # kB
+        return cls(fields["VmRSS"], fields["VmHWM"])
+
+
+async def _http_phase(svc: _ServiceProcess, adds: list[str], queries: list[str]) -> dict:
+    headers = {"Authorization": f"Token {svc.key}"}
+    memory = {"idle": svc.memory("idle")}
+    async with httpx.AsyncClient(base_url=svc.url, headers=headers, timeout=60) as client:
 
         def add(text: str):
             body = {
@@ -143,8 +175,14 @@ async def _http_phase(url: str, key: str, adds: list[str], queries: list[str]) -
             return lambda: client.post("/v3/memories/search/", json=body)
 
         add_s, add_wall = await _timed([add(t) for t in adds])
+        memory["added"] = svc.memory(f"after {len(adds)} adds")
         search_s, search_wall = await _timed([search(q) for q in queries])
-    return {"add": Stats.of(add_s, add_wall), "search": Stats.of(search_s, search_wall)}
+        memory["searched"] = svc.memory(f"after {len(queries)} searches")
+    return {
+        "add": Stats.of(add_s, add_wall),
+        "search": Stats.of(search_s, search_wall),
+        "memory": memory,
+    }
 
 
 async def _direct_phase(
@@ -194,6 +232,12 @@ async def _concurrent_adds(url: str, key: str, clients: int, per_client: int) ->
     return {"clients": clients, "sent": sent, "ok": ok, "stored": stored, "adds_per_s": sent / wall}
 
 
+def _as_json(value: Stats | dict[str, Memory]) -> dict:
+    if isinstance(value, Stats):
+        return asdict(value)
+    return {step: asdict(m) for step, m in value.items()}
+
+
 def _table(results: list[dict], concurrent: dict, embedder: str, threads: int) -> str:
     lines = [
         f"memorystore bench service — embedder {embedder} ({threads} thread(s) per call), "
@@ -212,6 +256,19 @@ def _table(results: list[dict], concurrent: dict, embedder: str, threads: int) -
                 )
             ratio = r["http"][op].p50_ms / r["direct"][op].p50_ms
             lines.append(f"| {r['size']} | {op} | **http/direct p50** | {ratio:.2f}× | | | |")
+    lines += [
+        "",
+        "memory of the service process (MiB; VmRSS now, VmHWM its peak so far):",
+        "",
+        "| size | idle RSS | after adds RSS | after searches RSS | peak (VmHWM) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        m = r["http"]["memory"]
+        lines.append(
+            f"| {r['size']} | {m['idle'].rss_mib:.0f} | {m['added'].rss_mib:.0f} | "
+            f"{m['searched'].rss_mib:.0f} | {m['searched'].hwm_mib:.0f} |"
+        )
     c = concurrent
     lines += [
         "",
@@ -233,7 +290,7 @@ def run_service_bench(
             print(f"size {size}: HTTP service …", file=sys.stderr)
             svc = _ServiceProcess(root / f"http-{size}", embedder, threads)
             try:
-                http = asyncio.run(_http_phase(svc.url, svc.key, adds, queries))
+                http = asyncio.run(_http_phase(svc, adds, queries))
             finally:
                 svc.stop()
             print(f"size {size}: direct mem0 …", file=sys.stderr)
@@ -254,7 +311,7 @@ def run_service_bench(
             "sizes": [
                 {
                     "size": r["size"],
-                    **{p: {op: asdict(s) for op, s in r[p].items()} for p in ("http", "direct")},
+                    **{p: {op: _as_json(s) for op, s in r[p].items()} for p in ("http", "direct")},
                 }
                 for r in results
             ],

@@ -1,11 +1,13 @@
 """The Helm chart (charts/memorystore), rendered by the pinned helm the project builds.
 
-Lint, render with default and namespaced values, and check what matters: the operator runs
+Lint, render in the three install modes (the default: the release's own namespace; a list
+of namespaces; cluster-wide, an explicit opt-in) and check what matters: the operator runs
 restricted, its command line parses with the real CLI, its RBAC is exactly the API calls
-the operator makes (the rules are kept below as a literal, each with its source in the
-operator code), the CRD is the generated crds/memorystore.yaml and is kept on uninstall,
-and every rendered object is valid for the Kubernetes versions the chart supports
-(kubernetes-validate's bundled schemas, offline).
+the operator makes in each mode (the rules are kept below as a literal, each with its source
+in the operator code), the CRD is the generated crds/memorystore.yaml and is kept on
+uninstall, and every rendered object is valid for the Kubernetes versions the chart supports
+(kubernetes-validate's bundled schemas, offline). The operator's NetworkPolicy:
+test_network_policy.py; checkov over the chart: test_checkov.py.
 
 A helm that cannot be built is a failure here, never a skip.
 """
@@ -17,7 +19,6 @@ import importlib
 import pkgutil
 import re
 import shutil
-import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -28,6 +29,18 @@ import pytest
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, all_versions
 from lightkube import codecs
+from unit.charts.helm_chart import (
+    CHART,
+    CLUSTER_WIDE,
+    NAMESPACE,
+    NAMESPACED,
+    RELEASE,
+    WATCHED,
+    of_kind,
+    one,
+    render,
+    run_helm,
+)
 
 import memorystore.operator
 from memorystore.cli import build_parser
@@ -36,15 +49,10 @@ from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.crd import BACKUP_CRD_PATH, CRD_PATH
 from memorystore.spec import MemoryStoreSpec
-from memorystore_dev.devcluster.tools import ensure_tools
 from support.paths import REPO
 
 ROOT = REPO
-CHART = ROOT / "charts" / "memorystore"
-RELEASE = "ms"
-NAMESPACE = "memorystore-system"
-WATCHED = ["tenant-a", "tenant-b"]
-NAMESPACED = ["--set", "watch.namespaces={" + ",".join(WATCHED) + "}"]
+MODES = {"default": [], "namespaces": NAMESPACED, "cluster-wide": CLUSTER_WIDE}
 MONITORED = ["--set", "metrics.serviceMonitor.enabled=true"]
 
 # Only when `make tools` has not built helm yet does the first test wait for a cold build
@@ -145,38 +153,6 @@ CLIENT_VERBS = {
 # --- helpers --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    try:
-        return ensure_tools(["helm"])["helm"]
-    except Exception as exc:  # a failed build fails these tests, it never skips them
-        pytest.fail(f"cannot build the pinned helm (memorystore dev tools --tools helm): {exc}")
-
-
-def run_helm(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(helm), *args], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-    return result
-
-
-def render(helm: Path, *values: str, chart: Path = CHART) -> list[dict[str, Any]]:
-    out = run_helm(helm, "template", RELEASE, str(chart), "--namespace", NAMESPACE, *values)
-    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
-
-
-def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objects if o["kind"] == kind]
-
-
-def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = of_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
-    return found[0]
-
-
 def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (only,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     return only
@@ -223,7 +199,9 @@ def same(a: Any, b: Any, path: str = "") -> None:
 # --- lint -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", [[], NAMESPACED, MONITORED], ids=["default", "ns", "mon"])
+@pytest.mark.parametrize(
+    "values", [[], NAMESPACED, CLUSTER_WIDE, MONITORED], ids=["default", "ns", "all", "mon"]
+)
 def test_helm_lint_strict_is_clean(helm: Path, values: list[str]):
     result = run_helm(helm, "lint", "--strict", str(CHART), *values, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -234,7 +212,9 @@ def test_helm_lint_strict_is_clean(helm: Path, values: list[str]):
 # --- what a default release contains ---------------------------------------------------------
 
 
-def test_a_default_release_is_cluster_wide_with_labels_on_everything(helm: Path):
+def test_a_default_release_watches_only_its_own_namespace_with_labels_on_everything(
+    helm: Path,
+):
     objects = render(helm)
     assert sorted(o["kind"] for o in objects) == [
         "ClusterRole",
@@ -242,9 +222,13 @@ def test_a_default_release_is_cluster_wide_with_labels_on_everything(helm: Path)
         "CustomResourceDefinition",
         "CustomResourceDefinition",
         "Deployment",
+        "NetworkPolicy",
+        "Role",
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]
+    assert one(objects, "Role")["metadata"]["namespace"] == NAMESPACE
     app_version = chart_meta()["appVersion"]
     for obj in objects:
         labels = obj["metadata"]["labels"]
@@ -297,18 +281,19 @@ def test_the_operator_runs_restricted(helm: Path):
     assert pod["serviceAccountName"] == one(render(helm), "ServiceAccount")["metadata"]["name"]
 
 
-@pytest.mark.parametrize("values", [[], NAMESPACED], ids=["cluster-wide", "namespaced"])
+@pytest.mark.parametrize("mode", MODES)
 def test_the_command_line_parses_with_the_real_cli_and_the_probes_hit_its_endpoint(
-    helm: Path, values: list[str]
+    helm: Path, mode: str
 ):
-    operator = container(render(helm, *values))
+    operator = container(render(helm, *MODES[mode]))
     assert operator["command"] == ["memorystore"]
     args = build_parser().parse_args(operator["args"])
     assert args.command == "operator"
-    if values:
-        assert args.namespace == WATCHED and not args.all_namespaces
-    else:
+    if mode == "cluster-wide":
         assert args.all_namespaces and not args.namespace
+    else:
+        watched = WATCHED if mode == "namespaces" else [NAMESPACE]
+        assert args.namespace == watched and not args.all_namespaces
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
     assert args.metrics_port == ports["metrics"] == 9090
     liveness = re.fullmatch(r"http://0\.0\.0\.0:(\d+)(/\S+)", args.liveness)
@@ -346,7 +331,7 @@ def test_the_operator_gets_the_children_images_from_the_values(helm: Path):
 
 
 def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(helm: Path):
-    objects = render(helm)
+    objects = render(helm, *CLUSTER_WIDE)
     assert not of_kind(objects, "Role") and not of_kind(objects, "RoleBinding")
     role = one(objects, "ClusterRole")
     assert rules_of(role) == NAMESPACED_RULES | CLUSTER_RULES
@@ -362,14 +347,18 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(helm: Path):
     ]
 
 
-def test_namespaced_rbac_is_a_role_per_watched_namespace(helm: Path):
-    objects = render(helm, *NAMESPACED)
+@pytest.mark.parametrize("mode", ["default", "namespaces"])
+def test_namespaced_rbac_is_a_role_per_watched_namespace(helm: Path, mode: str):
+    """The default install (the release's namespace) and a list of namespaces: a Role in
+    each, and outside them only what kopf needs to discover the CRD and the namespaces."""
+    objects = render(helm, *MODES[mode])
+    watched = WATCHED if mode == "namespaces" else [NAMESPACE]
     assert rules_of(one(objects, "ClusterRole")) == CLUSTER_RULES | NAMESPACE_OBSERVER_RULES
     account = one(objects, "ServiceAccount")["metadata"]["name"]
     roles = {r["metadata"]["namespace"]: r for r in of_kind(objects, "Role")}
     bindings = {b["metadata"]["namespace"]: b for b in of_kind(objects, "RoleBinding")}
-    assert sorted(roles) == sorted(bindings) == sorted(WATCHED)
-    for namespace in WATCHED:
+    assert sorted(roles) == sorted(bindings) == sorted(watched)
+    for namespace in watched:
         assert rules_of(roles[namespace]) == NAMESPACED_RULES
         assert bindings[namespace]["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
@@ -546,8 +535,8 @@ def test_validation_covers_the_floor_and_the_two_newest_versions():
 @pytest.mark.parametrize("version", validated_versions())
 @pytest.mark.parametrize(
     "values",
-    [[], NAMESPACED, [*MONITORED, "--set", "serviceAccount.annotations.a=b"]],
-    ids=["default", "namespaced", "monitored"],
+    [[], NAMESPACED, CLUSTER_WIDE, [*MONITORED, "--set", "serviceAccount.annotations.a=b"]],
+    ids=["default", "namespaced", "cluster-wide", "monitored"],
 )
 def test_every_rendered_object_is_valid_kubernetes(helm: Path, values: list[str], version: str):
     objects = render(helm, *values)
@@ -605,6 +594,9 @@ def test_metrics_service_and_optional_service_monitor(helm: Path):
         (["--set", "image.pullPolicy=Sometimes"], "image/pullPolicy"),
         (["--set", "metrics.port=0"], "metrics/port"),
         (["--set", "images.qdrant="], "images/qdrant"),
+        (["--set", "watch.clusterWide=yes"], "watch/clusterWide"),
+        (["--set", "networkPolicy.apiServer.cidrs={example.com}"], "apiServer/cidrs/0"),
+        (["--set", "networkPolicy.apiServer.ports={0}"], "apiServer/ports/0"),
     ],
 )
 def test_values_schema_refuses_bad_values(helm: Path, values: list[str], complaint: str):
@@ -636,8 +628,8 @@ def test_every_value_is_in_the_schema():
 # --- NOTES ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", [[], NAMESPACED], ids=["cluster-wide", "namespaced"])
-def test_notes_tell_the_next_step(helm: Path, values: list[str], tmp_path: Path):
+@pytest.mark.parametrize("mode", MODES)
+def test_notes_tell_the_next_step(helm: Path, mode: str, tmp_path: Path):
     # `helm template` does not print NOTES.txt: render it through a throwaway template in a
     # copy of the chart (the link to the CRD copied as the file it points at).
     chart = tmp_path / "memorystore"
@@ -646,13 +638,34 @@ def test_notes_tell_the_next_step(helm: Path, values: list[str], tmp_path: Path)
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n"
         '  notes: {{ include "memorystore/templates/NOTES.txt" . | quote }}\n'
     )
-    (notes,) = [o for o in render(helm, *values, chart=chart) if o["metadata"]["name"] == "notes"]
+    rendered = render(helm, *MODES[mode], chart=chart)
+    (notes,) = [o for o in rendered if o["metadata"]["name"] == "notes"]
     text = notes["data"]["notes"]
-    namespace = WATCHED[0] if values else "<namespace>"
+    namespace = {"default": NAMESPACE, "namespaces": WATCHED[0]}.get(mode, "<namespace>")
     assert f"kubectl apply -n {namespace} -f examples/memorystore.yaml" in text
     assert f"kubectl get mstore -n {namespace}" in text
     assert (ROOT / "examples" / "memorystore.yaml").is_file()
-    assert ", ".join(WATCHED) in text if values else "every namespace" in text
+    if mode == "cluster-wide":  # the blast radius, said at install time
+        assert "every namespace" in text and "Secrets" in text
+    else:
+        assert f"reconciles the MemoryStores in: {', '.join(WATCHED)}" in text or (
+            mode == "default" and f"reconciles the MemoryStores in: {NAMESPACE}" in text
+        )
+
+
+def test_cluster_wide_and_a_namespace_list_exclude_each_other(helm: Path):
+    result = run_helm(
+        helm,
+        "template",
+        RELEASE,
+        str(CHART),
+        *CLUSTER_WIDE,
+        "--set",
+        "watch.namespaces={tenant-a}",
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "watch.clusterWide and watch.namespaces exclude each other" in result.stderr
 
 
 def test_pod_labels_cannot_break_the_selector(helm: Path):

@@ -79,7 +79,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
                 "storage": {"size": "20Gi", "storageClassName": "fast-ssd"},
                 "resources": {
                     "requests": {"memory": "1Gi", "cpu": "500m"},
-                    "limits": {"memory": "2Gi"},
+                    "limits": {"cpu": "2", "memory": "2Gi"},
                 },
                 "image": "registry.example.com/qdrant/qdrant:v1.16.1",
             }
@@ -100,7 +100,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "embedded": {
         "vectorStore": {"embedded": {}, "collection": "acme_small"},
         "historyDb": {"sqlite": {"storage": {"size": "2Gi"}}},
-        "service": {"resources": {"limits": {"memory": "1Gi"}}},
+        "service": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
     },
     # Three Qdrant peers holding every shard twice: one may be drained at a time.
     "redundant": {
@@ -287,6 +287,7 @@ def test_managed_children_and_their_apply_order():
         ("Service", "acme-qdrant-headless"),
         ("Service", "acme-qdrant"),
         ("PodDisruptionBudget", "acme-qdrant"),
+        ("Secret", "acme-qdrant-config"),
         ("StatefulSet", "acme-qdrant"),
         ("ConfigMap", "acme-memory-config"),
         ("PersistentVolumeClaim", "acme-memory-data"),
@@ -433,15 +434,7 @@ def test_config_checksum_is_the_sha256_of_the_mounted_file():
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
 def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
-    for var in (
-        "MEMORYSTORE_API_KEY",
-        "QDRANT_API_KEY",
-        "EMBEDDER_API_KEY",
-        "LLM_API_KEY",
-        "HISTORY_DATABASE_DSN",
-        "VECTOR_DATABASE_DSN",
-    ):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("MEMORYSTORE_API_KEY", raising=False)
     children = children_of(sample)
     path = tmp_path / "service.yaml"
     path.write_text(find(children, "ConfigMap", "acme-memory-config")["data"]["service.yaml"])
@@ -453,7 +446,8 @@ def test_service_yaml_round_trips(sample, tmp_path, monkeypatch):
     assert loaded.data_dir == "/data"
     if SAMPLES[sample].get("historyDb", {}).get("postgres"):
         assert loaded.history.path is None
-        assert loaded.history.postgres.dsn.env == "HISTORY_DATABASE_DSN"
+        assert loaded.history.postgres.dsn.env is None
+        assert loaded.history.postgres.dsn.file == "/var/run/secrets/memorystore/history-dsn/dsn"
     else:
         assert loaded.history.path == "/data/history.db" and loaded.history.postgres is None
     # the service key is a mounted file (it rotates); the previous one exists only in a grace
@@ -488,17 +482,21 @@ def test_managed_service_config_points_at_the_managed_qdrant():
     server = cfg.vector_store.server
     assert server is not None and cfg.vector_store.embedded is None
     assert server.url == "http://acme-qdrant.tenants.svc:6333"
-    assert server.api_key is not None and server.api_key.env == "QDRANT_API_KEY"
+    assert server.api_key is not None and server.api_key.env is None
+    assert server.api_key.file == "/var/run/secrets/memorystore/qdrant-api-key/api-key"
     assert cfg.embedder.api_key is None and cfg.llm is None
 
 
 def test_external_service_config_uses_the_keys_only_where_refs_are_given():
     cfg = service_config(OWNER, spec_of(SAMPLES["external-openai"]))
     assert cfg.vector_store.server.url == "https://qdrant.example.com:6333"
-    assert cfg.vector_store.server.api_key.env == "QDRANT_API_KEY"
+    secrets = "/var/run/secrets/memorystore"
+    assert cfg.vector_store.server.api_key.file == f"{secrets}/qdrant-api-key/api-key"
     assert cfg.vector_store.collection == "acme_memories"
-    assert cfg.embedder.api_key.env == "EMBEDDER_API_KEY"
-    assert cfg.llm.api_key.env == "LLM_API_KEY"
+    assert cfg.embedder.api_key.file == f"{secrets}/embedder-api-key/api-key"
+    assert cfg.llm.api_key.file == f"{secrets}/llm-api-key/api-key"
+    for source in (cfg.vector_store.server.api_key, cfg.embedder.api_key, cfg.llm.api_key):
+        assert source.env is None
     assert cfg.recall == RecallSettings()  # spec.recall (topK 5) is the agents': client.yaml
 
     bare = service_config(
@@ -535,27 +533,43 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("valueFrom", e.get("value")) for e in container["env"]}
 
 
-def _ref(secret: str, key: str) -> dict[str, Any]:
-    return {"secretKeyRef": {"name": secret, "key": key}}
+def _secret_files(pod: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """file path -> (Secret, key) of every one-key Secret volume the container mounts."""
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    files = {}
+    for volume in pod["volumes"]:
+        secret = volume.get("secret")
+        if secret and len(secret.get("items", [])) == 1:
+            (item,) = secret["items"]
+            mount = mounts[volume["name"]]
+            assert mount["readOnly"] is True and secret["defaultMode"] == 0o440
+            files[f"{mount['mountPath']}/{item['path']}"] = (secret["secretName"], item["key"])
+    return files
 
 
-def test_memory_deployment_env_comes_from_the_right_secrets():
+def test_memory_deployment_reads_each_secret_from_its_own_file():
+    secrets = "/var/run/secrets/memorystore"
     managed = find(children_of("managed-default"), "Deployment", "acme-memory")
-    (container,) = managed["spec"]["template"]["spec"]["containers"]
-    assert _env(container) == {
-        "HOME": "/tmp",
-        "MEM0_TELEMETRY": "False",
-        "QDRANT_API_KEY": _ref("acme-keys", "qdrant-api-key"),
+    pod = managed["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert _env(container) == {"HOME": "/tmp", "MEM0_TELEMETRY": "False"}
+    assert _secret_files(pod) == {
+        f"{secrets}/qdrant-api-key/api-key": ("acme-keys", "qdrant-api-key"),
     }
     external = find(children_of("external-openai"), "Deployment", "acme-memory")
-    (container,) = external["spec"]["template"]["spec"]["containers"]
-    assert _env(container) == {
-        "EMBEDDER_API_KEY": _ref("acme-openai", "embeddings"),
-        "HOME": "/tmp",
-        "LLM_API_KEY": _ref("acme-openai", "chat"),
-        "MEM0_TELEMETRY": "False",
-        "QDRANT_API_KEY": _ref("acme-qdrant", "api-key"),
+    pod = external["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert _env(container) == {"HOME": "/tmp", "MEM0_TELEMETRY": "False"}
+    assert _secret_files(pod) == {
+        f"{secrets}/embedder-api-key/api-key": ("acme-openai", "embeddings"),
+        f"{secrets}/llm-api-key/api-key": ("acme-openai", "chat"),
+        f"{secrets}/qdrant-api-key/api-key": ("acme-qdrant", "api-key"),
     }
+    # the config names exactly those files
+    cfg = service_config(OWNER, spec_of(SAMPLES["external-openai"]))
+    named = {cfg.vector_store.server.api_key.file, cfg.embedder.api_key.file}
+    assert named | {cfg.llm.api_key.file} == set(_secret_files(pod))
 
 
 def test_memory_deployment_shape():
@@ -581,7 +595,7 @@ def test_memory_deployment_shape():
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["config"]["configMap"] == {"name": "acme-memory-config"}
     assert volumes["data"]["persistentVolumeClaim"] == {"claimName": "acme-memory-data"}
-    assert volumes["tmp"] == {"emptyDir": {}, "name": "tmp"}
+    assert volumes["tmp"] == {"emptyDir": {"sizeLimit": "512Mi"}, "name": "tmp"}
     _assert_restricted(pod, container, uid=10001)
     claim = find(children, "PersistentVolumeClaim", "acme-memory-data")
     assert claim["spec"] == {
@@ -608,7 +622,11 @@ def test_resources_and_images_come_from_the_spec():
     deployment = find(children, "Deployment", "acme-memory")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example.com/memorystore/memory-service:0.1.0"
-    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
+    # requests as written; limits, unset, keep their defaults
+    assert container["resources"] == {
+        "limits": {"cpu": "2", "memory": "1536Mi"},
+        "requests": {"cpu": "250m", "memory": "512Mi"},
+    }
     claim = find(children, "PersistentVolumeClaim", "acme-memory-data")
     assert claim["spec"]["storageClassName"] == "standard"
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
@@ -638,7 +656,13 @@ def test_qdrant_statefulset_shape():
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
     assert "startupProbe" in container
-    assert _env(container)["QDRANT__SERVICE__API_KEY"] == _ref("acme-keys", "qdrant-api-key")
+    assert not [e for e in container["env"] if "valueFrom" in e or "API_KEY" in e["name"]]
+    # the key comes from a config file (--config-path) in the Secret the keys make
+    config = "/var/run/secrets/memorystore/qdrant-config/config.yaml"
+    assert f"./qdrant --config-path {config}" in container["args"][0]
+    secret = find(children, "Secret", "acme-qdrant-config")
+    text = base64.b64decode(secret["data"]["config.yaml"]).decode()
+    assert yaml.safe_load(text) == {"service": {"api_key": KEYS.qdrant_api_key}}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts == {
         "/qdrant/storage": {"mountPath": "/qdrant/storage", "name": "storage"},
@@ -650,9 +674,20 @@ def test_qdrant_statefulset_shape():
         },
         "/qdrant/init": {"mountPath": "/qdrant/init", "name": "init"},
         "/tmp": {"mountPath": "/tmp", "name": "tmp"},
+        "/var/run/secrets/memorystore/qdrant-config": {
+            "mountPath": "/var/run/secrets/memorystore/qdrant-config",
+            "name": "config",
+            "readOnly": True,
+        },
     }
-    assert {v["name"] for v in pod["volumes"]} == {"init", "tmp"}
-    assert all(v["emptyDir"] == {} for v in pod["volumes"])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["init"]["emptyDir"] == {"sizeLimit": "16Mi"}
+    assert volumes["tmp"]["emptyDir"] == {"sizeLimit": "256Mi"}
+    assert volumes["config"]["secret"] == {"defaultMode": 0o440, "secretName": "acme-qdrant-config"}
+    assert container["resources"] == {
+        "limits": {"cpu": "2", "memory": "1536Mi"},
+        "requests": {"cpu": "250m", "memory": "256Mi"},
+    }
     (template,) = spec["volumeClaimTemplates"]
     assert template["metadata"]["name"] == "storage"
     assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
@@ -679,7 +714,7 @@ def test_managed_options_reach_the_statefulset():
     (container,) = sts["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example.com/qdrant/qdrant:v1.16.1"
     assert container["resources"] == {
-        "limits": {"memory": "2Gi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
         "requests": {"cpu": "500m", "memory": "1Gi"},
     }
     (template,) = sts["spec"]["volumeClaimTemplates"]
@@ -767,7 +802,11 @@ def test_embedded_engine_files_live_on_the_data_volume_beside_the_history():
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "2Gi"}},
     }
-    assert container["resources"] == {"limits": {"memory": "1Gi"}}
+    # limits as written; requests, unset, keep their defaults
+    assert container["resources"] == {
+        "limits": {"cpu": "1", "memory": "1Gi"},
+        "requests": {"cpu": "250m", "memory": "384Mi"},
+    }
 
 
 def test_embedded_engine_gets_no_qdrant_key_at_all():

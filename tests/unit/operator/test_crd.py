@@ -417,7 +417,8 @@ def test_backup_crd_schema_is_structural_documented_and_from_the_model(backup_sc
     status = backup_schema["properties"]["status"]["properties"]
     assert set(status) == {
         "phase", "startedAt", "finishedAt", "memories", "historyEvents", "sizeBytes",
-        "claimName", "path", "collection", "embedder", "scheduled", "message", "error",
+        "claimName", "path", "collection", "embedder", "scheduled", "attempts", "message",
+        "error",
     }  # fmt: skip
     assert status["phase"]["enum"] == ["Pending", "Running", "Succeeded", "Failed"]
     assert set(status["embedder"]["properties"]) == {"provider", "model", "dimensions"}

@@ -76,8 +76,16 @@ def container(raw: dict[str, Any]) -> dict[str, Any]:
     return only
 
 
-def env(raw: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("valueFrom", e.get("value")) for e in container(raw)["env"]}
+def files(raw: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Secret files the service mounts: purpose (the directory) -> (Secret, key); and no
+    secret in its environment."""
+    assert all("valueFrom" not in e for e in container(raw)["env"])
+    found = {}
+    for volume in deployment(raw)["spec"]["template"]["spec"]["volumes"]:
+        secret = volume.get("secret") or {}
+        if len(secret.get("items", [])) == 1:
+            found[volume["name"]] = (secret["secretName"], secret["items"][0]["key"])
+    return found
 
 
 def rendered(raw: dict[str, Any]) -> dict[str, Any]:
@@ -85,8 +93,8 @@ def rendered(raw: dict[str, Any]) -> dict[str, Any]:
     return yaml.safe_load(config_map["data"]["service.yaml"])
 
 
-def ref(secret: dict[str, str]) -> dict[str, Any]:
-    return {"secretKeyRef": {"key": secret["key"], "name": secret["name"]}}
+def ref(secret: dict[str, str]) -> tuple[str, str]:
+    return secret["name"], secret["key"]
 
 
 # --- one definition of the database settings ---------------------------------------------------
@@ -218,12 +226,12 @@ def test_postgres_fields_name_what_puts_the_memories_in_postgres():
 # --- the service config: the database named, its DSN never written ------------------------------
 
 
-def test_the_history_goes_to_postgres_with_its_dsn_from_an_env_var():
+def test_the_history_goes_to_postgres_with_its_dsn_from_a_mounted_file():
     raw = {**REPLICATED, "historyDb": {"postgres": {**PG_HISTORY["postgres"], "poolSize": 25}}}
     cfg = rendered(raw)
     assert cfg["history"] == {
         "postgres": {
-            "dsn": {"env": "HISTORY_DATABASE_DSN"},
+            "dsn": {"file": "/var/run/secrets/memorystore/history-dsn/dsn"},
             "poolSize": 25,
             "statementTimeoutSeconds": 10.0,
             "connectTimeoutSeconds": 5.0,
@@ -231,8 +239,8 @@ def test_the_history_goes_to_postgres_with_its_dsn_from_an_env_var():
     }
     assert cfg["vectorStore"] == {"collection": "memories", "postgres": {"hnswEfSearch": 100}}
     assert cfg["dataDir"] == "/data"
-    assert env(raw)["HISTORY_DATABASE_DSN"] == ref(CNPG)
-    assert "VECTOR_DATABASE_DSN" not in env(raw)  # the history's database: one DSN
+    assert files(raw)["history-dsn"] == ref(CNPG)
+    assert "vector-dsn" not in files(raw)  # the history's database: one DSN
 
 
 def test_the_vectors_share_the_historys_database_unless_given_their_own():
@@ -247,17 +255,17 @@ def test_the_vectors_share_the_historys_database_unless_given_their_own():
         },
     }
     cfg = service_config(OWNER, spec_of(own))
-    assert cfg.vector_store.postgres.database.dsn.env == "VECTOR_DATABASE_DSN"
+    assert cfg.vector_store.postgres.database.dsn.file == (
+        "/var/run/secrets/memorystore/vector-dsn/dsn"
+    )
     assert cfg.vector_store.postgres.hnsw_ef_search == 400
     assert cfg.vector_store.collection == "acme_v2"  # names the vectors' tables
-    assert env(own)["VECTOR_DATABASE_DSN"] == ref(VECTORS_DB)
-    assert env(own)["HISTORY_DATABASE_DSN"] == ref(CNPG)
+    assert files(own)["vector-dsn"] == ref(VECTORS_DB)
+    assert files(own)["history-dsn"] == ref(CNPG)
 
 
 @pytest.mark.parametrize("raw", ACCEPTED.values(), ids=ACCEPTED)
 def test_the_rendered_config_loads_as_the_service_reads_it(raw, tmp_path, monkeypatch):
-    for var in ("HISTORY_DATABASE_DSN", "VECTOR_DATABASE_DSN"):
-        monkeypatch.delenv(var, raising=False)
     spec = spec_of(raw)
     text = render_service_config(OWNER, service_config(OWNER, spec))
     path = tmp_path / "service.yaml"
@@ -277,7 +285,7 @@ def test_postgres_state_needs_no_data_volume():
     assert [o for o in objs if o["kind"] == "PersistentVolumeClaim"] == []
     pod = deployment(REPLICATED)["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["data"] == {"emptyDir": {}, "name": "data"}
+    assert volumes["data"] == {"emptyDir": {"sizeLimit": "1Gi"}, "name": "data"}
     mounts = {m["name"]: m for m in container(REPLICATED)["volumeMounts"]}
     assert mounts["data"] == {"mountPath": "/data", "name": "data"}  # the service's dataDir
 
@@ -300,9 +308,7 @@ def test_postgres_history_with_a_managed_qdrant_keeps_qdrant_and_drops_the_claim
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
     assert ("StatefulSet", "acme-qdrant") in kinds
     assert ("PersistentVolumeClaim", "acme-memory-data") not in kinds
-    assert env(ACCEPTED["managed-qdrant-3"])["QDRANT_API_KEY"] == {
-        "secretKeyRef": {"key": "qdrant-api-key", "name": "acme-keys"}
-    }
+    assert files(ACCEPTED["managed-qdrant-3"])["qdrant-api-key"] == ("acme-keys", "qdrant-api-key")
 
 
 def test_postgres_history_rolls_one_new_pod_at_a_time_without_losing_one():
@@ -319,8 +325,8 @@ def test_a_sqlite_history_still_recreates_and_keeps_its_volume():
     find(children(raw), "PersistentVolumeClaim", "acme-memory-data")
     volumes = {v["name"]: v for v in deployment(raw)["spec"]["template"]["spec"]["volumes"]}
     assert volumes["data"]["persistentVolumeClaim"] == {"claimName": "acme-memory-data"}
-    assert env(raw)["VECTOR_DATABASE_DSN"] == ref(VECTORS_DB)
-    assert "HISTORY_DATABASE_DSN" not in env(raw)
+    assert files(raw)["vector-dsn"] == ref(VECTORS_DB)
+    assert "history-dsn" not in files(raw)
     assert rendered(raw)["history"] == {"path": "/data/history.db"}
 
 

@@ -186,16 +186,41 @@ def test_a_missing_user_secret_is_named_and_blocks_ready():
     assert cond(blocked, READY).message == missing[0]
 
 
-def test_an_unreachable_external_qdrant_is_named():
-    problem = "cannot reach the external Qdrant at http://q:6333: ConnectError"
+def test_an_external_qdrant_is_seen_through_the_service_and_its_readyz_reason():
+    """The operator never asks the tenant's URL: the service's pods do, and their /readyz
+    reason (readiness.py) is what the status says when they are not ready."""
+    why = "pod s-memory-1: its /readyz answered HTTP 503: ConnectError"
     status = compute_status(
-        observed(vector_store=None, external_vector_store="http://q:6333", external_error=problem),
+        observed(
+            vector_store=None,
+            external_vector_store="http://q:6333",
+            service=workload("Deployment", "s-memory", 1, 0),
+            service_not_ready=why,
+        ),
         MemoryStoreStatus(),
         T0,
     )
-    vs = cond(status, VECTOR_STORE_READY)
-    assert (vs.status, vs.reason, vs.message) == ("False", "Unreachable", problem)
-    assert cond(status, READY).message == problem and status.phase == Phase.PENDING
+    svc, vs = cond(status, SERVICE_READY), cond(status, VECTOR_STORE_READY)
+    assert (svc.status, svc.reason) == ("False", "NotReady")
+    assert svc.message == f"Deployment s-memory: 0/1 replicas ready; {why}"
+    assert (vs.status, vs.reason) == ("False", "ServiceNotReady")
+    assert vs.message.startswith("external Qdrant at http://q:6333, reached by the memory service")
+    assert why in vs.message and why in cond(status, READY).message
+    assert status.phase == Phase.PENDING
+    ready = compute_status(
+        observed(vector_store=None, external_vector_store="http://q:6333"),
+        MemoryStoreStatus(),
+        T0,
+    )
+    assert (cond(ready, VECTOR_STORE_READY).status, ready.phase) == ("True", Phase.READY)
+
+
+def test_the_readyz_reason_is_only_added_to_a_service_that_is_not_ready():
+    for service in (workload("Deployment", "s-memory", 1, 1), None):
+        status = compute_status(
+            observed(service=service, service_not_ready="pod x: stale"), MemoryStoreStatus(), T0
+        )
+        assert "stale" not in cond(status, SERVICE_READY).message
 
 
 def test_shared_agent_pods_is_a_warning_condition_that_leaves_ready_alone():
@@ -344,7 +369,7 @@ observations = st.builds(
     vector_store=st.none() | workloads("StatefulSet"),
     embedded_vector_store=st.booleans(),
     external_vector_store=st.none() | st.just("http://q:6333"),
-    external_error=st.none() | text,
+    service_not_ready=st.none() | text,
     service=st.none() | workloads("Deployment"),
     pending_claims=st.lists(st.just("s-memory-data"), max_size=1),
     missing_secrets=st.lists(text, max_size=2),
