@@ -59,6 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memorystore.service.app import create_app
+    from memorystore.service.ops.http_limits import server_options
     from memorystore.service.ops.tls import CertificateReloader
 
     try:
@@ -80,6 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level.lower(),
         access_log=args.access_log,
         ssl_context_factory=(lambda *_: reloader.context) if reloader else None,
+        **server_options(cfg.limits),
     )
     return 0
 
@@ -94,15 +96,17 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _backup_command(command: str, refused: str, run: Callable[[], object]) -> int:
-    """Run a backup or restore; its result as one JSON line, or its refusal on stderr (2)."""
+    """Run a backup or restore; its result as one JSON line, or its refusal on stderr (2):
+    a BackupError, or a ConfigError for a key that cannot be read."""
     import json
 
     from memorystore.service.portability.backup import BackupError
 
     try:
         result = run()
-    except BackupError as exc:
-        print(f"memorystore {command}: {refused}{exc}", file=sys.stderr)
+    except (BackupError, ConfigError) as exc:
+        message = str(exc).removeprefix("refused: ")
+        print(f"memorystore {command}: {refused}{message}", file=sys.stderr)
         return 2
     print(json.dumps(result))
     return 0
@@ -124,9 +128,22 @@ def _restore(args: argparse.Namespace) -> int:
     cfg = _service_config("restore", args.config)
     if cfg is None:
         return 2
+    # mem0 makes its directory when imported: not in the data directory, which a refused
+    # restore must leave as it was (the service makes it there when it starts)
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["MEM0_DIR"] = mem0_dir = tempfile.mkdtemp(prefix="memorystore-restore-")
+    atexit.register(shutil.rmtree, mem0_dir, True)
     from memorystore.service.portability.backup import restore
 
-    return _backup_command("restore", "refused: ", lambda: restore(Path(args.source), cfg))
+    key = Path(args.key) if args.key else None
+    return _backup_command(
+        "restore",
+        "refused: ",
+        lambda: restore(Path(args.source), cfg, key_file=key, trust_unsigned=args.trust_unsigned),
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -215,9 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
         "backup",
         help="back a stopped service's store up into a directory",
         description="Write a consistent backup of the store the config names (memories with "
-        "their vectors, history, session journal, manifest with checksums) to DIR/NAME. Run it "
-        "with the service stopped (the embedded engine allows one process); a running service "
-        "is backed up with POST /v1/backups/ instead.",
+        "their vectors, history, session journal, erasure ledger, manifest with checksums, "
+        "signed with backup.signingKey or the key generated once in the data directory) to "
+        "DIR/NAME. Run it with the service stopped (the embedded engine allows one process); "
+        "a running service is backed up with POST /v1/backups/ instead.",
     )
     backup.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
     backup.add_argument("--to", required=True, metavar="DIR", help="directory for the backup")
@@ -227,14 +245,29 @@ def build_parser() -> argparse.ArgumentParser:
     restore = sub.add_parser(
         "restore",
         help="restore a backup into a new, empty store",
-        description="Check the backup (checksums, records, embedder and dimensions against the "
-        "config) and refuse before writing anything if it is damaged or does not match; "
-        "restore it into the empty store the config names; check the counts. Running it again "
-        "after a finished restore of the same backup does nothing.",
+        description="Check the backup (its signature, checksums, every record and both "
+        "databases' schema, embedder and dimensions against the config) and refuse before "
+        "writing anything if it is unsigned, damaged or does not match; restore it into the "
+        "empty store the config names, leaving out what the erasure ledgers (the backup's, "
+        "the one beside it, the store's) say was erased; check the counts. Running it again "
+        "after a finished restore of the same backup does nothing; after an interrupted one "
+        "it finishes or starts over.",
     )
     restore.add_argument("--config", required=True, metavar="FILE", help="service config (YAML)")
     restore.add_argument(
         "--from", dest="source", required=True, metavar="DIR", help="the backup directory"
+    )
+    restore.add_argument(
+        "--key",
+        metavar="FILE",
+        help="the backup signing key the backup was signed with (default: backup.signingKey, "
+        "else the data directory's backup-signing-key)",
+    )
+    restore.add_argument(
+        "--trust-unsigned",
+        action="store_true",
+        help="restore a backup that is unsigned or whose signature does not verify (say "
+        "which in the result); every file and record is still checked",
     )
     restore.set_defaults(func=_restore)
 

@@ -80,11 +80,18 @@ class SecretSource(Model):
             return SecretStr(os.environ[self.env].strip())
         if self.file:
             path = Path(self.file)
-            if not path.exists() and self.generate:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(secrets.token_urlsafe(32))
+            if self.generate and not os.path.lexists(path):
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "w") as fh:
+                        fh.write(secrets.token_urlsafe(32))
+                except FileExistsError:  # another process made it meanwhile: read theirs
+                    pass
+                except OSError as exc:
+                    raise ConfigError(
+                        f"{field}: cannot create secret file {path}: {exc.strerror}"
+                    ) from None
             try:
                 value = path.read_text().strip()
             except FileNotFoundError:
@@ -220,11 +227,23 @@ class ServiceBackup(Model):
 
     path: str = Field(
         description="Directory that holds one sub-directory per backup (`<path>/<name>/`). It "
-        "must exist: a missing or full target fails the backup and leaves the store as it was."
+        "must exist: a missing or full target fails the backup and leaves the store as it was. "
+        "It must be the directory itself, not a symbolic link, and no link in it is followed."
+    )
+    signing_key: SecretSource | None = Field(
+        None,
+        description="The key every backup's manifest is signed with (HMAC-SHA256), and a "
+        "restore verifies with: at least 32 characters, read at start-up (a missing or short "
+        "key stops it) and again at every backup. Unset: `<dataDir>/backup-signing-key`, "
+        "generated once (mode 0600). In a cluster the operator mounts the store's "
+        "`<store>-backup-key` Secret here.",
     )
 
 
 class Limits(Model):
+    """What one request may ask of the service: each bounds memory or work per request;
+    a request over one is refused (413 for the body, else 422) naming the field and limit."""
+
     max_request_bytes: int = Field(
         1_048_576, ge=1024, description="Larger request bodies are refused with 413."
     )
@@ -238,6 +257,33 @@ class Limits(Model):
         ge=1,
         description="Largest page × page_size a list request may reach; deeper pages are "
         "refused (each page reads every memory before it).",
+    )
+    max_filter_conditions: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="Most conditions one `filters` may hold: each field condition counts one, "
+        "each value of an `in`/`nin` list (or a list given as the value) one, an empty "
+        "AND/OR/NOT item one. Every condition is translated and evaluated per request.",
+    )
+    max_filter_depth: int = Field(
+        5,
+        ge=1,
+        le=15,
+        description="How deeply AND/OR/NOT may nest in `filters` (`{OR: [...]}` is 1, an AND "
+        "inside it 2).",
+    )
+    max_header_bytes: int = Field(
+        32_768,
+        ge=4096,
+        description="Largest request line and headers; a larger head is refused with 431 "
+        "before it is read further (the server holds a head whole before the app sees it).",
+    )
+    max_metadata_bytes: int = Field(
+        16_384,
+        ge=256,
+        description="Largest metadata of one memory or exchange, as compact UTF-8 JSON; it is "
+        "stored with the memory and returned by every read of it.",
     )
 
 

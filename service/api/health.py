@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from memorystore.service.api.deps import ServicesDep
 from memorystore.service.state.postgres import DatabaseUnavailable
+from memorystore.service.stores.protocol import StoreUnavailable
 
 __all__ = ["router"]
 
@@ -32,8 +33,12 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     try:
         await asyncio.wait_for(asyncio.to_thread(services.engine.check_ready), timeout=5)
     except Exception as exc:
-        # a DatabaseUnavailable says why without a secret; anything else by its type
-        reason = str(exc) if isinstance(exc, DatabaseUnavailable) else type(exc).__name__
+        # an unavailable database or store says why without a secret; anything else by its type
+        reason = (
+            str(exc)
+            if isinstance(exc, DatabaseUnavailable | StoreUnavailable)
+            else type(exc).__name__
+        )
         log.warning("not ready: %s", reason)
         return JSONResponse({"status": "unavailable", "reason": reason}, 503)
     body: dict[str, Any] = {"status": "ok"}

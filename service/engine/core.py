@@ -8,7 +8,9 @@ config into mem0's `mem0_config.py`, and whatever depends on mem0's internals, i
 DB included, `mem0_seam.py`: this module uses mem0's public API and the seam's functions.
 
 The engine owns its PostgreSQL Databases (`postgres.configured`): it hands them to what it
-builds (mem0's history, the vector store, the locks, the scope chain) and closes them.
+builds (mem0's history, the vector store, the locks, the scope chain) and closes them. Every
+delete it offers is an erasure, carried out by `forgetting.py` (the one erasure path), which
+records it in the erasure ledger the engine keeps beside its state.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import uuid
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 from mem0 import AsyncMemory
@@ -25,6 +28,7 @@ from mem0 import AsyncMemory
 from memorystore.config import ServiceConfig
 from memorystore.keyed_locks import KeyedLocks
 from memorystore.scope import IDENTITY_KEYS, EntityIds, InvalidId
+from memorystore.service.engine.forgetting import Forgetting
 from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.engine.mem0_seam import (
     MEM0_PAYLOAD_KEYS,
@@ -51,13 +55,16 @@ from memorystore.service.retrieval.indexing import PREV_KEY, Hit, fuse, keyword_
 from memorystore.service.retrieval.lexical import keyword_text
 from memorystore.service.retrieval.lexical import terms as lexical_terms
 from memorystore.service.retrieval.reindex import INDEX_KEY, index_version
-from memorystore.service.state import pg_history, postgres, scope_chain
+from memorystore.service.state import erasure_ledger, pg_history, postgres, scope_chain
 from memorystore.service.stores.protocol import ScoredRecord, StoredRecord, VectorStore
 
-__all__ = ["RESERVED_METADATA_KEYS", "MemoryEngine", "NotFound"]
+__all__ = ["CONSOLIDATION_KEY", "RESERVED_METADATA_KEYS", "MemoryEngine", "NotFound"]
 
 log = logging.getLogger("memorystore.service")
 
+# the session consolidation that wrote a memory (lifecycle/consolidation.py finds them by it);
+# plain metadata, so exports and backups carry it as they carry `source` and `session`
+CONSOLIDATION_KEY = "consolidation"
 # what a request's metadata may not set: the scope, and every key the service or mem0 writes
 # or promotes into a memory's top level (so metadata cannot spoof them)
 RESERVED_METADATA_KEYS = frozenset(
@@ -74,7 +81,7 @@ RESERVED_METADATA_KEYS = frozenset(
 
 
 def _tune_history_db(memory: AsyncMemory) -> None:
-    """WAL + synchronous=NORMAL on mem0's history connection.
+    """secure_delete + WAL + synchronous=NORMAL on mem0's history connection.
 
     mem0 opens SQLite with the defaults (rollback journal, fsync on every commit): 10–20 ms
     per history row here, the largest part of an add. WAL with NORMAL survives a process
@@ -82,6 +89,7 @@ def _tune_history_db(memory: AsyncMemory) -> None:
     store's unflushed WAL. The busy timeout covers a second process reading the file.
     """
     with history_connection(memory) as connection:
+        connection.execute("PRAGMA secure_delete=ON")  # an erasure leaves no text in free pages
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=5000")
@@ -112,6 +120,7 @@ class MemoryEngine:
         # history.postgres: the state replicas share (history, locks, scope order,
         # idempotency); vectorStore.postgres: the vectors' (the same object when the same)
         self.database, vectors = postgres.configured(cfg)
+        self.vectors_database = vectors
         # the Databases this engine owns (and `close` closes), each once
         owned = (self.database, vectors)
         self._databases = list({id(d): d for d in owned if d is not None}.values())
@@ -124,18 +133,35 @@ class MemoryEngine:
         self._locks: ScopeLocks
         # the last memory written per scope: the next one's context and prev_id
         self._chain: ScopeChain
+        ledger: erasure_ledger.LocalLedger | erasure_ledger.PgLedger
         if self.database is None:
             _tune_history_db(self.memory)
             self._locks = KeyedLocks()
             self._chain = scope_chain.LocalChain()
+            ledger = erasure_ledger.LocalLedger(cfg.path_in_data_dir(None, "erasures.db"))
         else:
             use_history(self.memory, pg_history.PgHistory(self.database))
             self._locks = postgres.ReplicaLocks(self.database, "scope")
             self._chain = scope_chain.PgChain(self.database)
-        # a PostgreSQL schema is checked at start-up, in the background (app._prepare)
+            ledger = erasure_ledger.PgLedger(self.database)
+        self.ledger = ledger
+        target = cfg.backup.path if cfg.backup is not None else None
+        self.forgetting = Forgetting(
+            self.memory,
+            self._locks,
+            self._chain,
+            ledger,
+            cfg.retrieval,
+            _owner_lock,
+            erasure_ledger.target_ledger_path(Path(target), cfg.tenant) if target else None,
+        )
+        # a PostgreSQL schema, or a Qdrant server's collection, is checked at start-up in the
+        # background (lifespan._prepare): the service starts while either is away
         self.not_ready: str | None = None
         if self.database is not None or cfg.vector_store.postgres is not None:
             self.not_ready = "the database schema is not checked yet"
+        elif cfg.vector_store.server is not None:
+            self.not_ready = "the vector store's collection is not checked yet"
         retrieval = cfg.retrieval
         self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
         # centring is done by the offline embedders only: a remote one's vectors stay raw
@@ -154,11 +180,13 @@ class MemoryEngine:
         scope: EntityIds,
         metadata: dict[str, Any] | None,
         infer: bool,
+        memory_ids: Sequence[str | None] | None = None,
     ) -> list[WriteResult]:
-        """Extract facts with the model (when asked and configured), else store as written."""
+        """Extract facts with the model (when asked and configured), else store as written
+        (message i under `memory_ids[i]` when given)."""
         if infer and self.infer_available:
             return await self._writes.extract(messages, scope, metadata)
-        return await self._writes.add_raw(messages, scope, metadata)
+        return await self._writes.add_raw(messages, scope, metadata, memory_ids)
 
     async def search(
         self,
@@ -255,17 +283,13 @@ class MemoryEngine:
         return self._locks.exclusive()
 
     async def delete(self, memory_id: str, scope: EntityIds) -> None:
+        """Erase one memory (forgetting.py: from every place, ledger first)."""
         record = await self._owned(memory_id, scope)
-        async with self._locks.hold(_owner_lock(record.payload or {})):
-            await self.memory.delete(memory_id)
+        await self.forgetting.memories([record])
 
     async def delete_all(self, scope: EntityIds) -> int:
-        async with self._locks.hold(scope):
-            before = await asyncio.to_thread(self.store.count, scope.filters())
-            await self._chain.forget(scope)
-            await self.memory.delete_all(**scope.filters())
-            after = await asyncio.to_thread(self.store.count, scope.filters())
-        return before - after
+        """Erase every memory of `scope`; returns how many were deleted."""
+        return await self.forgetting.scope(scope)
 
     async def _owned_all(self, memory_ids: list[str]) -> list[StoredRecord]:
         """Every memory of a batch, by id alone (the id is the capability, see `_owned`), or
@@ -291,12 +315,44 @@ class MemoryEngine:
         return len(items)
 
     async def batch_delete(self, memory_ids: list[str]) -> int:
-        """Delete each memory as `delete` does, once all are known to exist."""
+        """Erase the memories as `delete` does (one erasure), once all are known to exist."""
         records = await self._owned_all(memory_ids)
-        for record, memory_id in zip(records, memory_ids, strict=True):
-            async with self._locks.hold(_owner_lock(record.payload or {})):
-                await self.memory.delete(memory_id)
+        await self.forgetting.memories(records)
         return len(memory_ids)
+
+    # --- what session consolidation needs to write exactly once (lifecycle/consolidation.py)
+
+    async def existing(self, memory_ids: Sequence[str]) -> set[str]:
+        """Which of these ids are stored (retired ones too)."""
+
+        def read() -> set[str]:
+            return {i for i in memory_ids if self.store.get(vector_id=i) is not None}
+
+        return await asyncio.to_thread(read)
+
+    async def tagged(self, scope: EntityIds, token: str) -> list[WriteResult]:
+        """The active memories of `scope` a consolidation run marked with `token`, as ADDs."""
+        filters = active_only({**scope.filters(), CONSOLIDATION_KEY: token})
+
+        def read() -> list[WriteResult]:
+            total = int(self.store.count(filters))
+            points, _ = self.store.list(filters=filters, top_k=max(total, 1))
+            return [
+                {
+                    "id": str(p.id),
+                    "memory": str((p.payload or {}).get("data") or ""),
+                    "event": "ADD",
+                }
+                for p in points
+            ]
+
+        return await asyncio.to_thread(read)
+
+    async def settle(self, items: list[WriteResult], scope: EntityIds) -> list[WriteResult]:
+        return await self._writes.settle(items, scope)
+
+    async def complete_fact(self, memory_id: str, scope: EntityIds) -> list[WriteResult]:
+        return await self._writes.complete_fact(memory_id, scope)
 
     async def export_records(self, scope: EntityIds) -> list[ExportRecord]:
         """Every memory of `scope`, retired ones too: (id, payload, mem0 history rows).
@@ -373,16 +429,25 @@ class MemoryEngine:
     def count(self) -> int:
         return int(self.store.count(None))
 
-    def prepare(self, migrations: Sequence[postgres.Migration] = ()) -> list[str]:
+    def prepare(
+        self, migrations: Sequence[postgres.Migration] = (), ready: bool = True
+    ) -> list[str]:
         """Create or upgrade what the service keeps in PostgreSQL: the engine's state (mem0's
-        history, the scope chain), the caller's `migrations`, the vector tables. Safe when
-        replicas start together. Returns the steps applied."""
+        history, the scope chain, the erasure ledger), the caller's `migrations`, the vector
+        tables. Safe when replicas start together. Returns the steps applied. With `ready`
+        false, `not_ready` stays as it is (the caller has more to do before serving)."""
         applied: list[str] = []
         if self.database is not None:
-            steps = [*pg_history.MIGRATIONS, *scope_chain.MIGRATIONS, *migrations]
+            steps = [
+                *pg_history.MIGRATIONS,
+                *scope_chain.MIGRATIONS,
+                *erasure_ledger.MIGRATIONS,
+                *migrations,
+            ]
             applied = self.database.migrate(steps)
         self.store.create_col()
-        self.not_ready = None
+        if ready:
+            self.not_ready = None
         return applied
 
     def check_ready(self) -> None:
@@ -403,6 +468,7 @@ class MemoryEngine:
             if store is not None:
                 store.close()
         close_history(self.memory)
+        self.ledger.close()
         for database in self.databases():
             database.close()
 

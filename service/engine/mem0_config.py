@@ -31,7 +31,7 @@ from memorystore.service.engine.mem0_seam import (
 from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.state.postgres import Database
 
-__all__ = ["DASHSCOPE_COMPATIBLE_URL", "mem0_config"]
+__all__ = ["DASHSCOPE_COMPATIBLE_URL", "mem0_config", "speaks_openai"]
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
@@ -119,13 +119,19 @@ def _remote_model(
 ) -> tuple[str, dict[str, Any]]:
     """mem0's provider and settings for a remote model (embedder or LLM): Ollama at its URL
     (no key), else OpenAI-compatible, DashScope at its compatible endpoint by default."""
-    if provider == "ollama":
+    if not speaks_openai(provider):
         return "ollama", {"model": model, "ollama_base_url": base_url}
     conf: dict[str, Any] = {"model": model, "api_key": api_key}
     base = base_url or (DASHSCOPE_COMPATIBLE_URL if provider == "dashscope" else None)
     if base:
         conf["openai_base_url"] = base
     return "openai", conf
+
+
+def speaks_openai(provider: str) -> bool:
+    """Whether a remote model is reached through mem0's OpenAI provider, with an API key
+    (`openai`, `dashscope`); the other remote provider, `ollama`, takes no key."""
+    return provider not in OFFLINE_EMBEDDERS and provider != "ollama"
 
 
 def _secret(source: SecretSource | None, field: str) -> str | None:

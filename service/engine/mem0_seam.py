@@ -25,9 +25,20 @@ mem0; after an upgrade, its failures name what to change. Touched, and why:
   updated_at, is_deleted, actor_id, role`): restore_history writes an imported memory's rows
   with their own ids and timestamps (mem0's add_history mints new ones), and
   history_ids_in_use reads which of those ids are taken (service/portability/document.py).
+- mem0's `messages` table and its key (`_build_session_scope`: the ids as sorted `key=value`
+  pairs joined by `&`, with `%&=` escaped): an erasure deletes the recent messages mem0 keeps
+  of the erased scopes (purge_messages, session_scope_ids); and every `history` row of an
+  erased memory, mem0's DELETE row (with the text) included (purge_history, record_added).
 - mem0's result shape (`promoted_payload_keys`, `core_and_promoted_keys` in its formatting):
   memory_item shapes fused-search results the same way.
 - the logger `mem0.utils.spacy_models`: silenced below.
+- `AsyncMemory.embedding_model` and `AsyncMemory.llm` of mem0's OpenAI providers (`openai`,
+  and DashScope at its compatible endpoint): each builds one `openai.OpenAI` client, its
+  `client`, from `config.api_key` at construction; the client sends its public `api_key`
+  with every request. A rotated key file is applied there (use_embedder_key, use_llm_key).
+- `AsyncMemory.config.vector_store.config`: the store config mem0 deep-copies when it opens
+  its entity store; a rotated Qdrant API key is set there, and on the clients of the store
+  and of an opened entity store (use_vector_store_key).
 
 The second and only other place that touches mem0's internals is
 `service/stores/qdrant_server.py`: QdrantServerStore subclasses mem0's `Qdrant` store and
@@ -73,7 +84,7 @@ import asyncio
 import hashlib
 import logging
 import sqlite3
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -86,11 +97,13 @@ from mem0.llms.configs import LlmConfig
 from mem0.memory.storage import SQLiteManager
 from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
 from mem0.vector_stores.configs import VectorStoreConfig
+from openai import OpenAI
 from pydantic import BaseModel, ConfigDict
 
 from memorystore.service.engine.results import MemoryItem
 from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.state.postgres import Database
+from memorystore.service.state.tables import checkpoint_local
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore.service.stores.protocol import VectorStore
@@ -112,6 +125,7 @@ __all__ = [
     "PgStoreConfig",
     "ServerStoreConfig",
     "chat",
+    "checkpoint_history",
     "close_history",
     "create_memory",
     "embedder_config",
@@ -125,10 +139,17 @@ __all__ = [
     "memory_item",
     "memory_payload",
     "opened_entity_store",
+    "purge_history",
+    "purge_messages",
+    "record_added",
     "register_providers",
     "restore_history",
     "retire_memory",
+    "session_scope_ids",
+    "use_embedder_key",
     "use_history",
+    "use_llm_key",
+    "use_vector_store_key",
     "vector_store_config",
 ]
 
@@ -256,6 +277,36 @@ def opened_entity_store(memory: AsyncMemory) -> VectorStore | None:
     return cast(VectorStore | None, memory._entity_store)
 
 
+def use_embedder_key(memory: AsyncMemory, api_key: str) -> None:
+    """Send `api_key` with the embedder's next request (mem0's OpenAI embedder)."""
+    _use_openai_key(memory.embedding_model, api_key, "embedder")
+
+
+def use_llm_key(memory: AsyncMemory, api_key: str) -> None:
+    """Send `api_key` with the extraction model's next request (mem0's OpenAI LLM)."""
+    _use_openai_key(memory.llm, api_key, "llm")
+
+
+def _use_openai_key(model: Any, api_key: str, field: str) -> None:
+    client = model.client
+    if not isinstance(client, OpenAI):
+        raise TypeError(f"{field}: mem0's provider has no OpenAI client to give a key to")
+    model.config.api_key = api_key  # what it was built from, so nothing keeps the old key
+    client.api_key = api_key
+
+
+def use_vector_store_key(memory: AsyncMemory, api_key: str) -> None:
+    """Send `api_key` with every later call to the Qdrant server: from the store config mem0
+    copies when it opens its entity store, the store's and an opened entity store's clients."""
+    config = memory.config.vector_store.config
+    if not isinstance(config, ServerStoreConfig):
+        raise TypeError("vectorStore.server.apiKey: the vector store is not a Qdrant server")
+    config.api_key = api_key  # first: an entity store opened from now on has the new key
+    for store in (memory.vector_store, opened_entity_store(memory)):
+        if isinstance(store, QdrantServerStore):
+            store.use_api_key(api_key)
+
+
 def memory_hash(text: str) -> str:
     """The `hash` mem0 stores with a memory, and deduplicates by."""
     return hashlib.md5(text.encode()).hexdigest()
@@ -304,6 +355,16 @@ async def create_memory(
         actor_id=metadata.get("actor_id"),
         role=metadata.get("role"),
     )
+
+
+def record_added(memory: AsyncMemory, memory_id: str, payload: dict[str, Any]) -> bool:
+    """Write the ADD history row `create_memory` writes, if the memory has none (a process
+    killed between the memory's write and its history's); True when it was missing."""
+    if memory.db.get_history(memory_id):
+        return False
+    times = {k: payload.get(k) for k in ("created_at", "updated_at", "actor_id", "role")}
+    memory.db.add_history(memory_id, None, payload.get("data"), "ADD", **times)
+    return True
 
 
 async def retire_memory(
@@ -373,16 +434,75 @@ def restore_history(memory: AsyncMemory, memory_id: str, rows: list[dict[str, An
     columns = ", ".join(HISTORY_COLUMNS)
     marks = ", ".join("?" * len(HISTORY_COLUMNS))
     values = history_values(rows)
+    with _history_transaction(memory) as connection:
+        connection.execute("DELETE FROM history WHERE memory_id = ?", (memory_id,))
+        connection.executemany(f"INSERT INTO history ({columns}) VALUES ({marks})", values)
+    return len(values)
+
+
+@contextmanager
+def _history_transaction(memory: AsyncMemory) -> Iterator[sqlite3.Connection]:
+    """mem0's history connection in one explicit transaction (as mem0's own writes use it)."""
     with history_connection(memory) as connection:
         connection.execute("BEGIN")
         try:
-            connection.execute("DELETE FROM history WHERE memory_id = ?", (memory_id,))
-            connection.executemany(f"INSERT INTO history ({columns}) VALUES ({marks})", values)
+            yield connection
         except BaseException:
             connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
-    return len(values)
+
+
+def purge_history(memory: AsyncMemory, memory_ids: Collection[str]) -> int:
+    """Delete every history row of these memories (an erasure: their texts and the DELETE
+    row mem0's delete wrote, which holds the text too); returns the rows deleted."""
+    ids = sorted(memory_ids)
+    if not isinstance(memory.db, SQLiteManager):
+        purged: int = memory.db.purge(ids)
+        return purged
+    deleted = 0
+    with _history_transaction(memory) as connection:
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            cursor = connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
+            deleted += cursor.rowcount
+    return deleted
+
+
+def session_scope_ids(session_scope: str) -> dict[str, str]:
+    """The ids of one of mem0's session scopes (`_build_session_scope`'s inverse)."""
+    ids: dict[str, str] = {}
+    for part in session_scope.split("&") if session_scope else []:
+        key, _, value = part.partition("=")
+        ids[key] = value.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
+    return ids
+
+
+def purge_messages(memory: AsyncMemory, doomed: Callable[[dict[str, str]], bool]) -> int:
+    """Delete the recent messages mem0 keeps (extraction context) of every session scope
+    whose ids `doomed` accepts; returns the messages deleted."""
+    if not isinstance(memory.db, SQLiteManager):
+        scopes = [s for s in memory.db.session_scopes() if doomed(session_scope_ids(s))]
+        purged: int = memory.db.purge_messages(scopes)
+        return purged
+    deleted = 0
+    with _history_transaction(memory) as connection:
+        found = connection.execute("SELECT DISTINCT session_scope FROM messages").fetchall()
+        for (scope,) in found:
+            if doomed(session_scope_ids(str(scope or ""))):
+                sql = "DELETE FROM messages WHERE session_scope = ?"
+                deleted += connection.execute(sql, (scope,)).rowcount
+    return deleted
+
+
+def checkpoint_history(memory: AsyncMemory) -> bool:
+    """Empty the WAL of mem0's SQLite history into its file (after an erasure); True when
+    done (PostgreSQL: the server's own log, nothing to do here)."""
+    if not isinstance(memory.db, SQLiteManager):
+        return True
+    with history_connection(memory) as connection:
+        return checkpoint_local(connection)
 
 
 def use_history(memory: AsyncMemory, history: Any) -> None:

@@ -13,6 +13,11 @@ Every connection has a statement timeout and a connect timeout. Nothing here tou
 database at construction: `migrate` (run at start-up, retried until it succeeds) creates and
 upgrades the schema, and until it has, `/readyz` says why. Error messages never carry the
 DSN's password (`describe`).
+
+The DSN can change while the service runs (a mounted Secret re-read by ops/secret_files.py,
+`use_dsn`): both pools take their connection string from a callable that psycopg_pool calls
+for every new connection, so a rotated password reaches the next connection opened, and the
+connections already open keep working until the pool retires them.
 """
 
 from __future__ import annotations
@@ -91,12 +96,23 @@ _PASSWORD_RE = re.compile(r"(password\s*=\s*)(\S+)", re.IGNORECASE)
 
 def describe(exc: BaseException, dsn: str | None = None) -> str:
     """A one-line reason for a database error, with the password taken out."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    return _scrub(" ".join(str(exc).split()) or type(exc).__name__, dsn)
+
+
+def _scrub(text: str, dsn: str | None = None) -> str:
+    """`text` with `dsn`'s password, and anything spelled `password=…`, taken out."""
     if dsn:
         password = conninfo_to_dict(dsn).get("password")
         if password:
             text = text.replace(str(password), "***")
     return _PASSWORD_RE.sub(r"\1***", text)
+
+
+def _where(conninfo: str) -> tuple[str, str, str]:
+    """What a connection string connects to: host (or address), port, database name."""
+    parts = conninfo_to_dict(conninfo)
+    host = str(parts.get("host") or parts.get("hostaddr") or "")
+    return host, str(parts.get("port") or ""), str(parts.get("dbname") or "")
 
 
 class Database:
@@ -115,20 +131,16 @@ class Database:
         connect_timeout_seconds: float = 5.0,
         application_name: str = "memorystore",
     ) -> None:
-        self._dsn = dsn
-        try:
-            conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError:
-            # the parser's message can quote the DSN, password included: never show it
-            raise ConfigError(f"{field}.dsn: not a PostgreSQL connection string") from None
         self.field = field
         timeout_ms = int(statement_timeout_seconds * 1000)
-        self._conninfo = make_conninfo(
-            dsn,
-            application_name=application_name,
-            connect_timeout=max(1, round(connect_timeout_seconds)),
-            options=f"-c statement_timeout={timeout_ms}",
-        )
+        self._connection_options: dict[str, Any] = {
+            "application_name": application_name,
+            "connect_timeout": max(1, round(connect_timeout_seconds)),
+            "options": f"-c statement_timeout={timeout_ms}",
+        }
+        self._dsn = dsn
+        self._conninfo = self._conninfo_of(dsn)
+        self._earlier_dsn: str | None = None  # the one before a rotation: `describe` hides both
         self.statement_timeout_ms = timeout_ms
         self._connect_timeout = connect_timeout_seconds
         # a request waits this long for a pooled connection (all busy, or none can open)
@@ -137,15 +149,20 @@ class Database:
             "max_size": pool_size,
             "open": False,
             "timeout": self._wait,
+            # a failing connection attempt retries with a doubling delay until this, then
+            # gives up, and the next request starts a fresh one: bounded, a rotated DSN is
+            # tried within seconds of arriving, not after a delay doubled for minutes
+            "reconnect_timeout": self._wait,
             "kwargs": {"autocommit": True},
         }
         check = ConnectionPool.check_connection
+        # `conninfo` is called for every new connection: the DSN in use at that moment
         self.pool = ConnectionPool(
-            self._conninfo, min_size=1, check=check, name=f"{field}-sync", **common
+            self.conninfo, min_size=1, check=check, name=f"{field}-sync", **common
         )
         check_async = AsyncConnectionPool.check_connection
         self.lock_pool = AsyncConnectionPool(
-            self._conninfo, min_size=0, check=check_async, name=f"{field}-locks", **common
+            self.conninfo, min_size=0, check=check_async, name=f"{field}-locks", **common
         )
         self._opened = False
         self._lock_pool_opened = False
@@ -164,8 +181,36 @@ class Database:
     def dsn(self) -> str:
         return self._dsn
 
+    def conninfo(self) -> str:
+        """The connection string a new connection opens with now (the pools call this)."""
+        return self._conninfo
+
+    def _conninfo_of(self, dsn: str) -> str:
+        try:
+            return make_conninfo(dsn, **self._connection_options)
+        except psycopg.ProgrammingError:
+            # the parser's message can quote the DSN, password included: never show it
+            raise ConfigError(f"{self.field}.dsn: not a PostgreSQL connection string") from None
+
+    def use_dsn(self, dsn: str) -> None:
+        """Open every new connection of both pools with `dsn` from now on (a rotated
+        password or user); the connections already open keep working until they close.
+
+        A DSN that cannot be parsed, or that names another server or database, is refused
+        with a ConfigError naming the field (never the value): moving a running service to
+        another database would leave its connections on two."""
+        conninfo = self._conninfo_of(dsn)
+        if _where(conninfo) != _where(self._conninfo):
+            raise ConfigError(
+                f"{self.field}.dsn: the new DSN names another server or database (host, "
+                "port or database name); a running service keeps the one it started with: "
+                "restart it to move"
+            )
+        self._earlier_dsn, self._dsn, self._conninfo = self._dsn, dsn, conninfo
+
     def describe(self, exc: BaseException) -> str:
-        return describe(exc, self._dsn)
+        text = describe(exc, self._dsn)
+        return _scrub(text, self._earlier_dsn) if self._earlier_dsn else text
 
     def open(self) -> None:
         """Start the pools (their connections open in the background, retrying)."""
@@ -201,7 +246,7 @@ class Database:
     def _why_no_connection(self) -> str:
         """The pool gives no reason when it cannot connect: open one connection to learn it."""
         try:
-            psycopg.connect(self._conninfo).close()
+            psycopg.connect(self.conninfo()).close()
         except psycopg.Error as exc:
             return self.describe(exc)
         return f"all {self.pool.max_size} pooled connections stayed busy for {self._wait:.0f} s"
@@ -333,7 +378,7 @@ class ReplicaLocks:
     lock of the same key, so at most one connection per key and process waits.
 
     `exclusive()` (a backup's pause) stays in-process: backups of a PostgreSQL store are the
-    database's own (see service/portability/backup.py)."""
+    database's own (see service/portability/backup/)."""
 
     def __init__(self, database: Database, namespace: str) -> None:
         self._local = KeyedLocks()

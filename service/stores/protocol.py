@@ -25,6 +25,7 @@ __all__ = [
     "Payload",
     "PointId",
     "ScoredRecord",
+    "StoreUnavailable",
     "StoredRecord",
     "VectorStore",
 ]
@@ -150,3 +151,8 @@ class VectorStore(Protocol):
     ) -> tuple[Sequence[StoredRecord], object]:
         """`(points, next_offset)`, qdrant-client's scroll shape (mem0 reads `[0]`)."""
         ...
+
+
+class StoreUnavailable(ConnectionError):
+    """The vector store cannot be reached. The message says which store and why, and never
+    holds a secret: /readyz and the operator's status show it."""

@@ -8,17 +8,28 @@ its filters, the cosine look-up, facet counts, exact counts, re-indexing, backup
 the managed collection layout. That means overriding mem0 internals: this module is the one
 place besides `engine/mem0_seam.py` that touches them; the seam's docstring lists each and
 `tests/unit/service/engine/test_mem0_seam.py` checks them against the installed mem0.
+
+The server's API key can change while the service runs (a mounted Secret re-read by
+ops/secret_files.py): qdrant-client fixes the key when a client is built, so `use_api_key`
+builds another client, as mem0's constructor does, and swaps it in; calls already running
+finish on the old one, which is closed a grace period later (or at `close`).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
+import grpc
+import httpx
 import numpy as np
 from qdrant_client import QdrantClient
+from qdrant_client.http.exceptions import ResponseHandlingException
 from qdrant_client.models import (
     FieldCondition,
     Filter,
@@ -40,11 +51,34 @@ from memorystore.service.stores.protocol import (
     Filters,
     Payload,
     PointId,
+    StoreUnavailable,
     VectorStore,
 )
 from memorystore.spec import LexicalTokenizer
 
-__all__ = ["OfflineBm25", "QdrantServerStore"]
+__all__ = ["RETIRED_CLIENT_GRACE_S", "OfflineBm25", "QdrantServerStore", "server_client"]
+
+log = logging.getLogger("memorystore.service")
+# how long a client replaced by `use_api_key` stays open for the calls already running on it:
+# far beyond qdrant-client's REST timeout (5 s unless configured) and one scroll batch
+RETIRED_CLIENT_GRACE_S = 60.0
+# what qdrant-client raises when the server does not answer (REST: httpx's errors wrapped;
+# gRPC: an RpcError): the server is away, not the request wrong
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    ResponseHandlingException,
+    httpx.TransportError,
+    grpc.RpcError,
+    OSError,
+)
+
+
+def _without_credentials(url: str) -> str:
+    """A URL as it may be shown: no user or password in it."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
 
 if TYPE_CHECKING:
 
@@ -130,6 +164,17 @@ class _CreatingWith:
         return getattr(self._client, name)
 
 
+def server_client(url: str | None, api_key: str | None) -> QdrantClient:
+    """A client of the server at `url` with `api_key`, built as mem0's `Qdrant` constructor
+    builds its own from the same two settings (the only ones ServerStoreConfig gives it)."""
+    params: dict[str, Any] = {}
+    if api_key:
+        params["api_key"] = api_key
+    if url:
+        params["url"] = url
+    return QdrantClient(**params)
+
+
 class QdrantServerStore(Qdrant):
     """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
 
@@ -156,7 +201,20 @@ class QdrantServerStore(Qdrant):
         # set before mem0's constructor, which creates the collection
         self.shard_number = shard_number
         self.replication_factor = replication_factor
-        super().__init__(*args, **kwargs)
+        self.where = f"Qdrant server at {_without_credentials(str(kwargs.get('url') or ''))}"
+        self._url: str | None = None if kwargs.get("client") else kwargs.get("url")
+        self._retired: dict[int, tuple[QdrantClient, threading.Timer]] = {}
+        self._retired_lock = threading.Lock()
+        # create_col wraps the client for one call: a key change waits rather than be undone
+        self._client_swap = threading.Lock()
+        # mem0's constructor creates the collection: a server that is not up yet must not stop
+        # the service from starting (the engine creates it once the server answers, and
+        # /readyz says why meanwhile)
+        self._constructing = True
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            self._constructing = False
 
     def create_col(
         self, vector_size: int | None = None, on_disk: bool | None = None, distance: Any = None
@@ -174,15 +232,29 @@ class QdrantServerStore(Qdrant):
             if value is not None
         }
         extra = {} if distance is None else {"distance": distance}
-        if not layout:
-            super().create_col(size, disk, **extra)
-            return
-        client = self.client
-        self.client = cast(QdrantClient, _CreatingWith(client, layout))
         try:
-            super().create_col(size, disk, **extra)
-        finally:
-            self.client = client
+            if not layout:
+                super().create_col(size, disk, **extra)
+                return
+            with self._client_swap:
+                client = self.client
+                self.client = cast(QdrantClient, _CreatingWith(client, layout))
+                try:
+                    super().create_col(size, disk, **extra)
+                finally:
+                    self.client = client
+        except UNREACHABLE as exc:
+            if not self._constructing:
+                raise self.unavailable(exc) from None
+            log.warning(
+                "%s: the collection is created once the server answers", self.unavailable(exc)
+            )
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailable:
+        """`exc` (the server cannot be reached) as the reason /readyz gives."""
+        return StoreUnavailable(
+            f"the vector store ({self.where}) cannot be reached: {type(exc).__name__}"
+        )
 
     def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
         if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
@@ -269,10 +341,43 @@ class QdrantServerStore(Qdrant):
                 return
 
     def count(self, filters: Filters | None = None) -> int:
+        try:
+            return self._count(filters)
+        except UNREACHABLE as exc:
+            raise self.unavailable(exc) from None
+
+    def _count(self, filters: Filters | None = None) -> int:
         flt = self._create_filter(filters) if filters else None
         return self.client.count(self.collection_name, count_filter=flt, exact=True).count
 
+    def use_api_key(self, api_key: str | None) -> None:
+        """Send `api_key` from the next call on: a client built with it replaces the current
+        one, which the calls already running keep using and which is closed
+        RETIRED_CLIENT_GRACE_S later (or at `close`). Only for a store built from a URL."""
+        if self._url is None:
+            raise ValueError(f"{self.where}: built on a given client, it has no key to change")
+        client = server_client(self._url, api_key)
+        with self._client_swap:
+            old, self.client = self.client, client
+        timer = threading.Timer(RETIRED_CLIENT_GRACE_S, self._close_retired, (id(old),))
+        timer.daemon = True
+        with self._retired_lock:
+            self._retired[id(old)] = (old, timer)
+        timer.start()
+
+    def _close_retired(self, key: int) -> None:
+        with self._retired_lock:
+            retired = self._retired.pop(key, None)
+        if retired is not None:
+            retired[0].close()
+
     def close(self) -> None:
+        """Close the client, and any replaced one still waiting out its grace period."""
+        with self._retired_lock:
+            retired, self._retired = list(self._retired.values()), {}
+        for client, timer in retired:
+            timer.cancel()
+            client.close()
         self.client.close()
 
 

