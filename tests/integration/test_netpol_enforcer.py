@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 
 from memorystore_dev.devcluster import netpol
 from memorystore_dev.devcluster.cluster import LocalCluster, spawn_process
-from memorystore_dev.devcluster.node import NodeInfo, host
+from memorystore_dev.devcluster.node import NodeInfo, host, undo_leftovers
 from memorystore_dev.devcluster.target import CLUSTER_TOOLS
 from memorystore_dev.devcluster.tools import ensure_tools
 from support.netpol_lab import Lab, Node, host_state, probe, probe_all, state_diff
@@ -233,9 +233,12 @@ class World:
 def world() -> Iterator[World]:
     _skip_or_fail()
     with host.host_lock(timeout=1800, log=_log):
+        # what a real node or a lab killed before its teardown left is not this lab's change
+        undo_leftovers(_log)
+        lab = Lab("msnpl", SUBNET, ADDRESSES)
+        assert not lab.down(), "an earlier lab's links or namespaces could not be removed"
         before = host_state()
         tools = ensure_tools([*CLUSTER_TOOLS, netpol.ENFORCER], log=_log)
-        lab = Lab("msnpl", SUBNET, ADDRESSES)
         with LocalCluster(tools, log=_log) as cluster, lab.running() as net:
             w = World(cluster, net, tools[netpol.ENFORCER])
             with w.api() as api:

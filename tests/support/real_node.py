@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from memorystore_dev.devcluster.node import HostProcess, RealNode, host, missing_requirements, oci
+from memorystore_dev.devcluster.node import (
+    HostProcess,
+    RealNode,
+    host,
+    missing_requirements,
+    oci,
+    undo_leftovers,
+)
 from memorystore_dev.devcluster.target import Kube, real_node_cluster
 from memorystore_dev.devcluster.tools import ensure_tools
 
@@ -207,6 +214,7 @@ def real_node_run(log: Callable[[str], None]) -> Iterator[RealNodeRun]:
     probe_tar, probe_ref = oci.go_image(PROBE_SOURCE, PROBE_REPO)
     with host.host_lock(timeout=1800, log=log) as lock_fd:
         assert lock_fd is not None, "the real-node fixture must take the host lock itself"
+        undo_leftovers(log)  # an earlier run killed before its teardown is not this run's change
         before = host.snapshot()
         killed = _killed_run(log, kubectl, lock_fd)
         failed = _failed_start(log)

@@ -49,7 +49,12 @@ lock), `journal`, `processes`, `cgroups`, `teardown`. This package is their publ
 from __future__ import annotations
 
 from memorystore_dev.devcluster.node.addons import HostProcess, NodeAddon, NodeInfo
-from memorystore_dev.devcluster.node.lifecycle import NodeStartError, RealNode, node_ready
+from memorystore_dev.devcluster.node.lifecycle import (
+    NodeStartError,
+    RealNode,
+    node_ready,
+    undo_leftovers,
+)
 from memorystore_dev.devcluster.node.provisioner import PROVISIONER, STORAGE_CLASS
 from memorystore_dev.devcluster.node.requirements import NODE_TOOLS, missing_requirements
 from memorystore_dev.devcluster.node.settings import (
@@ -84,4 +89,5 @@ __all__ = [
     "RealNode",
     "missing_requirements",
     "node_ready",
+    "undo_leftovers",
 ]

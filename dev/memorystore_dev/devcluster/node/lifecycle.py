@@ -45,9 +45,31 @@ if TYPE_CHECKING:
     from memorystore_dev.devcluster.cluster import Component, LocalCluster
     from memorystore_dev.devcluster.pki import PKI
 
-__all__ = ["READY_TIMEOUT", "NodeStartError", "RealNode", "node_ready"]
+__all__ = ["READY_TIMEOUT", "NodeStartError", "RealNode", "node_ready", "undo_leftovers"]
 
 READY_TIMEOUT = 120.0
+
+
+def undo_leftovers(log: Callable[[str], None]) -> bool:
+    """Undo what a real node killed before its teardown left on the host (its journal says
+    what); True when there was something to undo. Call it under the host lock: a harness that
+    snapshots the host first calls this, so an earlier run killed by a timeout or a lost
+    session is cleaned up instead of counted as this run's change."""
+    leftover = Journal.load()
+    if leftover is None:
+        return False
+    if pid_alive(leftover.pid):
+        # only under an inherited or re-entered lock: never tear down a live node
+        raise RuntimeError(f"a real node of pid {leftover.pid} runs on this machine")
+    log(f"undoing what the real node of pid {leftover.pid} left behind")
+    problems = teardown(leftover, log)
+    if problems:
+        raise RuntimeError(
+            "the host still holds leftovers of an earlier real node: " + "; ".join(problems)
+        )
+    Journal.remove()
+    remove_workdir(leftover.workdir)  # its keys and etcd data, too
+    return True
 
 
 class NodeStartError(RuntimeError):
@@ -136,20 +158,7 @@ class RealNode:
             stack = contextlib.ExitStack()
             stack.enter_context(host.host_lock(self.lock_timeout, log=cluster.log))
             self._lock = stack
-            leftover = Journal.load()
-            if leftover is not None and pid_alive(leftover.pid):
-                # only under an inherited or re-entered lock: never tear down a live node
-                raise RuntimeError(f"a real node of pid {leftover.pid} runs on this machine")
-            if leftover is not None:
-                cluster.log(f"undoing what the real node of pid {leftover.pid} left behind")
-                problems = teardown(leftover, cluster.log)
-                if problems:
-                    raise RuntimeError(
-                        "the host still holds leftovers of an earlier real node: "
-                        + "; ".join(problems)
-                    )
-                Journal.remove()
-                remove_workdir(leftover.workdir)  # its keys and etcd data, too
+            undo_leftovers(cluster.log)
         with self._step("host network"):
             conflicts = network.network_conflicts()
             if conflicts:
