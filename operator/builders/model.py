@@ -20,7 +20,7 @@ class Images:
     """Default images, from the operator's settings (`settings.py`: the Helm chart sets them)."""
 
     service: str = "ghcr.io/memorystore/memory-service:0.1.0"
-    qdrant: str = "qdrant/qdrant:v1.16.1"
+    qdrant: str = "qdrant/qdrant:v1.18.3"
 
 
 @dataclass(frozen=True)

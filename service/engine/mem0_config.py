@@ -104,6 +104,7 @@ def mem0_config(cfg: ServiceConfig, vectors: Database | None = None) -> MemoryCo
                 api_key=_secret(vs.server.api_key, "vectorStore.server.apiKey"),
                 shard_number=vs.server.shard_number,
                 replication_factor=vs.server.replication_factor,
+                keyword_search=cfg.retrieval.hybrid,
                 tokenizer=cfg.retrieval.tokenizer,
             ),
         )

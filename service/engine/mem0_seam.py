@@ -200,6 +200,7 @@ class ServerStoreConfig(BaseModel):
     api_key: str | None = None
     shard_number: int | None = None
     replication_factor: int | None = None
+    keyword_search: bool = False
     tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
 
 

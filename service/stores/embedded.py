@@ -56,7 +56,7 @@ from memorystore.service.stores.protocol import (
 )
 from memorystore.spec import LexicalTokenizer
 
-__all__ = ["KEYWORD_INDEX_FIELDS", "EdgeVectorStore", "dense_vector"]
+__all__ = ["KEYWORD_INDEX_FIELDS", "TENANT_FIELD", "EdgeVectorStore", "dense_vector"]
 
 BM25_VECTOR = "bm25"
 # Fields mem0 scopes and deduplicates by, the re-index's filter (service/retrieval/reindex.py) and

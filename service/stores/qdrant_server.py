@@ -21,47 +21,52 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import grpc
 import httpx
 import numpy as np
-from qdrant_client import QdrantClient
+from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException
 from qdrant_client.models import (
-    FieldCondition,
     Filter,
     HasIdCondition,
-    IsEmptyCondition,
-    MatchValue,
-    PayloadField,
     Record,
     ScoredPoint,
     SparseVector,
+    SparseVectorParams,
+    VectorParams,
 )
 
-from memorystore.scope import IDENTITY_KEYS, OWNER_KEY, confined_to_no_user
 from memorystore.service.retrieval import lexical
-from memorystore.service.stores.embedded import dense_vector
-from memorystore.service.stores.filters import literal_id, refuse_nested_identity
+from memorystore.service.stores.embedded import KEYWORD_INDEX_FIELDS, TENANT_FIELD, dense_vector
 from memorystore.service.stores.protocol import (
     FacetValue,
     Filters,
+    OutputData,
     Payload,
     PointId,
     StoreUnavailable,
     VectorStore,
 )
+from memorystore.service.stores.server_filters import server_filter
 from memorystore.spec import LexicalTokenizer
 
-__all__ = ["RETIRED_CLIENT_GRACE_S", "OfflineBm25", "QdrantServerStore", "server_client"]
+__all__ = [
+    "RETIRED_CLIENT_GRACE_S",
+    "OfflineBm25",
+    "QdrantServerStore",
+    "point_id",
+    "server_client",
+]
 
 log = logging.getLogger("memorystore.service")
 # how long a client replaced by `use_api_key` stays open for the calls already running on it:
 # far beyond qdrant-client's REST timeout (5 s unless configured) and one scroll batch
 RETIRED_CLIENT_GRACE_S = 60.0
+DELETED = "closed: its collection was deleted (create_col makes it again)"
 # what qdrant-client raises when the server does not answer (REST: httpx's errors wrapped;
 # gRPC: an RpcError): the server is away, not the request wrong
 UNREACHABLE: tuple[type[BaseException], ...] = (
@@ -95,13 +100,13 @@ if TYPE_CHECKING:
         _has_bm25_slot: bool
 
         def __init__(self, *args: Any, **kwargs: Any) -> None: ...
-        def create_col(self, vector_size: int, on_disk: bool, distance: Any = ...) -> None: ...
         def insert(
             self,
             vectors: list[list[float]],
             payloads: list[Payload] | None = None,
             ids: Sequence[PointId] | None = None,
         ) -> None: ...
+        def delete(self, vector_id: PointId) -> None: ...
         def search(
             self, query: str, vectors: list[float], top_k: int = 5, filters: Filters | None = None
         ) -> list[ScoredPoint]: ...
@@ -118,15 +123,6 @@ if TYPE_CHECKING:
             vector: list[float] | None = None,
             payload: Payload | None = None,
         ) -> None: ...
-        def delete(self, vector_id: PointId) -> None: ...
-        def get(self, vector_id: PointId) -> Record | None: ...
-        def reset(self) -> None: ...
-        def delete_col(self) -> None: ...
-        def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None: ...
-        def _create_filter(self, filters: Filters) -> Filter | None: ...
-        def list(
-            self, filters: Filters | None = None, top_k: int = 100
-        ) -> tuple[list[Record], int | str | UUID | None]: ...
 
 else:
     from mem0.vector_stores.qdrant import Qdrant
@@ -149,21 +145,6 @@ class OfflineBm25:
             )
 
 
-class _CreatingWith:
-    """A Qdrant client whose `create_collection` adds `extra` keyword arguments; everything
-    else is the client's own."""
-
-    def __init__(self, client: Any, extra: dict[str, Any]) -> None:
-        self._client = client
-        self._extra = extra
-
-    def create_collection(self, *args: Any, **kwargs: Any) -> Any:
-        return self._client.create_collection(*args, **kwargs, **self._extra)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 def server_client(url: str | None, api_key: str | None) -> QdrantClient:
     """A client of the server at `url` with `api_key`, built as mem0's `Qdrant` constructor
     builds its own from the same two settings (the only ones ServerStoreConfig gives it)."""
@@ -175,8 +156,26 @@ def server_client(url: str | None, api_key: str | None) -> QdrantClient:
     return QdrantClient(**params)
 
 
+def point_id(value: PointId) -> int | str:
+    """A point id as Qdrant takes it: an unsigned integer, or a UUID in its canonical form;
+    anything else is refused as the embedded engine refuses it (ValueError, naming it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    try:
+        return str(UUID(str(value)))
+    except ValueError:
+        raise ValueError(f"failed to parse {value} as UUID") from None
+
+
+def _output(point: Record) -> OutputData:
+    return OutputData(id=str(point.id), score=None, payload=dict(point.payload or {}))
+
+
 class QdrantServerStore(Qdrant):
-    """mem0's Qdrant store, with an offline BM25 encoder, a cosine lookup and an exact count.
+    """mem0's Qdrant store, held to the contract of the other stores (stores/protocol.py,
+    tests/integration/test_store_contract.py runs the same suite on all three): the engine's
+    filter translation (stores/server_filters.py), the embedded store's payload indexes, ids,
+    results and errors; plus an offline BM25 encoder, a cosine lookup and an exact count.
 
     mem0 already gives the collection a `bm25` sparse slot (IDF computed by the server) but
     encodes with fastembed, which downloads its model; the same qdrant-edge encoder as the
@@ -184,7 +183,9 @@ class QdrantServerStore(Qdrant):
 
     `shard_number` and `replication_factor` (a managed Qdrant's spec.vectorStore.managed
     shards and replicationFactor) are used when the collection is created; an existing
-    collection is left as it is. Unset: the server's defaults.
+    collection is left as it is (one of another dimension is refused). Unset: the server's
+    defaults. `keyword_search` is spec.retrieval.hybrid, as on the other stores: the BM25
+    terms are always stored, so it can be switched on later without a reindex.
     """
 
     _bm25_encoder: OfflineBm25 | None
@@ -195,18 +196,20 @@ class QdrantServerStore(Qdrant):
         shard_number: int | None = None,
         replication_factor: int | None = None,
         tokenizer: str = LexicalTokenizer.MULTILINGUAL,
+        keyword_search: bool = False,
         **kwargs: Any,
     ) -> None:
         self.tokenizer = LexicalTokenizer(tokenizer)
+        self._keyword_search = keyword_search
         # set before mem0's constructor, which creates the collection
         self.shard_number = shard_number
         self.replication_factor = replication_factor
         self.where = f"Qdrant server at {_without_credentials(str(kwargs.get('url') or ''))}"
         self._url: str | None = None if kwargs.get("client") else kwargs.get("url")
+        # why calls are refused ("closed", or "closed: its collection was deleted")
+        self._closed: str | None = None
         self._retired: dict[int, tuple[QdrantClient, threading.Timer]] = {}
         self._retired_lock = threading.Lock()
-        # create_col wraps the client for one call: a key change waits rather than be undone
-        self._client_swap = threading.Lock()
         # mem0's constructor creates the collection: a server that is not up yet must not stop
         # the service from starting (the engine creates it once the server answers, and
         # /readyz says why meanwhile)
@@ -216,33 +219,55 @@ class QdrantServerStore(Qdrant):
         finally:
             self._constructing = False
 
+    @property
+    def client(self) -> QdrantClient:
+        """The current client; refused once the store is closed or its collection deleted,
+        as the other stores refuse (a RuntimeError saying so, not a transport error)."""
+        if self._closed is not None:
+            where = f"collection {self.collection_name} ({self.where})"
+            raise RuntimeError(f"QdrantServerStore for {where} is {self._closed}")
+        return self._client
+
+    @client.setter
+    def client(self, client: QdrantClient) -> None:
+        self._client = client
+
+    # --- the collection -------------------------------------------------------------------
+
     def create_col(
         self, vector_size: int | None = None, on_disk: bool | None = None, distance: Any = None
     ) -> None:
-        """mem0's `Qdrant.create_col` (a missing collection is created, an existing one left
-        as it is), with the configured layout; without arguments, this store's own size."""
+        """Create the collection when it is missing (dense vectors, mem0's `bm25` sparse slot,
+        the configured layout, the payload indexes); an existing one is left as it is, but one
+        of another dimension is refused naming both sizes. After `delete_col` the store is
+        usable again. Written here rather than inherited: mem0's reads `list_cols()` as
+        qdrant-client's response, which this store answers with names like the others."""
+        if self._closed == DELETED:
+            self._closed = None
         size = self.embedding_model_dims if vector_size is None else vector_size
-        disk = self.on_disk if on_disk is None else on_disk
-        layout = {
-            key: value
-            for key, value in (
-                ("shard_number", self.shard_number),
-                ("replication_factor", self.replication_factor),
-            )
-            if value is not None
-        }
-        extra = {} if distance is None else {"distance": distance}
         try:
-            if not layout:
-                super().create_col(size, disk, **extra)
-                return
-            with self._client_swap:
-                client = self.client
-                self.client = cast(QdrantClient, _CreatingWith(client, layout))
-                try:
-                    super().create_col(size, disk, **extra)
-                finally:
-                    self.client = client
+            if self.client.collection_exists(self.collection_name):
+                params = self.client.get_collection(self.collection_name).config.params
+                self._has_bm25_slot = bool(
+                    params.sparse_vectors and "bm25" in params.sparse_vectors
+                )
+                self._check_dimension(params.vectors, size)
+            else:
+                self.client.create_collection(
+                    collection_name=self.collection_name,
+                    vectors_config=VectorParams(
+                        size=size,
+                        distance=models.Distance.COSINE if distance is None else distance,
+                        on_disk=self.on_disk if on_disk is None else on_disk,
+                    ),
+                    sparse_vectors_config={
+                        "bm25": SparseVectorParams(modifier=models.Modifier.IDF)
+                    },
+                    shard_number=self.shard_number,  # None: the server's default
+                    replication_factor=self.replication_factor,
+                )
+                self._has_bm25_slot = True
+            self._create_payload_indexes()
         except UNREACHABLE as exc:
             if not self._constructing:
                 raise self.unavailable(exc) from None
@@ -250,30 +275,88 @@ class QdrantServerStore(Qdrant):
                 "%s: the collection is created once the server answers", self.unavailable(exc)
             )
 
+    def _check_dimension(self, vectors: Any, size: int) -> None:
+        dense = vectors.get("") if isinstance(vectors, dict) else vectors
+        stored = getattr(dense, "size", None)
+        if stored is not None and stored != size:
+            raise ValueError(
+                f"Collection {self.collection_name} stores {stored}-dimensional vectors "
+                f"({self.where}), but embedding_model_dims is {size}"
+            )
+
+    def _create_payload_indexes(self) -> None:
+        """The payload indexes the embedded store has (the tenant's co-located), and a word
+        index on `data` so `contains` matches whole words there as on the other stores (a
+        server without one matches substrings, on any other field too). Creating an existing
+        index is a no-op."""
+        for field in KEYWORD_INDEX_FIELDS:
+            schema = models.KeywordIndexParams(
+                type=models.KeywordIndexType.KEYWORD, is_tenant=field == TENANT_FIELD
+            )
+            self.client.create_payload_index(self.collection_name, field, field_schema=schema)
+        words = models.TextIndexParams(
+            type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True
+        )
+        self.client.create_payload_index(self.collection_name, "data", field_schema=words)
+
+    def col_info(self) -> dict[str, Any]:
+        """Size and place of this collection, as the other stores give them."""
+        info = self.client.get_collection(self.collection_name)
+        return {
+            "name": self.collection_name,
+            "url": _without_credentials(self._url or ""),
+            "points_count": info.points_count,
+            "segments_count": info.segments_count,
+            "vector_size": self.embedding_model_dims,
+        }
+
+    def list_cols(self) -> list[str]:
+        """The names of the server's collections (also once this one is deleted)."""
+        client = self.client if self._closed != DELETED else self._client
+        return sorted(c.name for c in client.get_collections().collections)
+
+    def delete_col(self) -> None:
+        """Delete the collection; the store refuses calls until `create_col`."""
+        self.client.delete_collection(collection_name=self.collection_name)
+        self._closed = DELETED
+
+    def reset(self) -> None:
+        """Delete every point: the collection dropped and created again, with its indexes."""
+        self.delete_col()
+        self.create_col()
+
     def unavailable(self, exc: BaseException) -> StoreUnavailable:
         """`exc` (the server cannot be reached) as the reason /readyz gives."""
         return StoreUnavailable(
             f"the vector store ({self.where}) cannot be reached: {type(exc).__name__}"
         )
 
-    def _build_field_condition(self, key: str, value: Any) -> FieldCondition | None:
-        if key in IDENTITY_KEYS:  # literal: never mem0's '*' wildcard, never an operator
-            return FieldCondition(key=key, match=MatchValue(value=literal_id(key, value)))
-        return super()._build_field_condition(key, value)
+    # --- points ---------------------------------------------------------------------------
 
     def _create_filter(self, filters: Filters) -> Filter | None:
-        """mem0's translation with the identity rules of every store (stores/filters.py).
+        """The engine's translation, shared by every store (stores/server_filters.py), in
+        place of mem0's: the same points selected, the same filters refused by name."""
+        return server_filter(filters)
 
-        mem0 recurses through this method for AND/OR/NOT items; identity keys were refused
-        there by the top-level call, so the confinement below applies to the top level only.
-        """
-        if filters:
-            refuse_nested_identity(filters)
-        built = super()._create_filter(filters)
-        if not filters or not confined_to_no_user(filters):
-            return built
-        empty = IsEmptyCondition(is_empty=PayloadField(key=OWNER_KEY))
-        return Filter(must=[empty] if built is None else [built, empty])
+    def insert(
+        self,
+        vectors: list[list[float]],
+        payloads: list[Payload] | None = None,
+        ids: Sequence[PointId] | None = None,
+    ) -> None:
+        super().insert(vectors, payloads, None if ids is None else [point_id(i) for i in ids])
+
+    def delete(self, vector_id: PointId) -> None:
+        super().delete(point_id(vector_id))
+
+    def get(self, vector_id: PointId) -> OutputData | None:
+        """The point with this id, or None (also for an id no point can have)."""
+        try:
+            wanted = point_id(vector_id)
+        except ValueError:
+            return None
+        records = self.client.retrieve(self.collection_name, ids=[wanted], with_payload=True)
+        return _output(records[0]) if records else None
 
     def facet_counts(self, key: str, limit: int) -> dict[FacetValue, int]:
         hits = self.client.facet(self.collection_name, key=key, limit=limit, exact=True).hits
@@ -287,7 +370,7 @@ class QdrantServerStore(Qdrant):
     def keyword_search(
         self, query: str, top_k: int = 5, filters: Filters | None = None
     ) -> list[ScoredPoint] | None:
-        if not self._has_bm25_slot:
+        if not self._keyword_search or not self._has_bm25_slot:
             return None
         terms = self._get_bm25_encoder().model.embed_query(query)
         sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
@@ -350,6 +433,8 @@ class QdrantServerStore(Qdrant):
         flt = self._create_filter(filters) if filters else None
         return self.client.count(self.collection_name, count_filter=flt, exact=True).count
 
+    # --- the key, and closing ---------------------------------------------------------------
+
     def use_api_key(self, api_key: str | None) -> None:
         """Send `api_key` from the next call on: a client built with it replaces the current
         one, which the calls already running keep using and which is closed
@@ -357,8 +442,7 @@ class QdrantServerStore(Qdrant):
         if self._url is None:
             raise ValueError(f"{self.where}: built on a given client, it has no key to change")
         client = server_client(self._url, api_key)
-        with self._client_swap:
-            old, self.client = self.client, client
+        old, self.client = self.client, client
         timer = threading.Timer(RETIRED_CLIENT_GRACE_S, self._close_retired, (id(old),))
         timer.daemon = True
         with self._retired_lock:
@@ -372,13 +456,36 @@ class QdrantServerStore(Qdrant):
             retired[0].close()
 
     def close(self) -> None:
-        """Close the client, and any replaced one still waiting out its grace period."""
+        """Close the client, and any replaced one still waiting out its grace period; the
+        store refuses calls from then on. Idempotent."""
+        if self._closed == "closed":
+            return
         with self._retired_lock:
             retired, self._retired = list(self._retired.values()), {}
         for client, timer in retired:
             timer.cancel()
             client.close()
-        self.client.close()
+        self._client.close()
+        self._closed = "closed"
+
+    # Defined last: inside the class body the name ``list`` is this method from here on, so
+    # earlier annotations such as ``list[float]`` still mean the builtin.
+    def list(
+        self, filters: Filters | None = None, top_k: int = 100
+    ) -> tuple[list[OutputData], str | None]:
+        """``(points, next_offset)`` like qdrant-client's scroll, in id order; `top_k` 0
+        gives no point and the first id as the offset, as the engine does."""
+        records: list[Record]
+        records, offset = self.client.scroll(
+            collection_name=self.collection_name,
+            scroll_filter=self._create_filter(filters) if filters else None,
+            limit=max(top_k, 1),
+            with_payload=True,
+            with_vectors=False,
+        )
+        if top_k <= 0:
+            return [], str(records[0].id) if records else None
+        return [_output(r) for r in records], None if offset is None else str(offset)
 
 
 if TYPE_CHECKING:  # mypy holds the store to the contract

@@ -1,5 +1,6 @@
 """Fixtures that run the real memory service (uvicorn on loopback) on the embedded default,
-and the real PostgreSQL of the PostgreSQL tier's tests."""
+the real PostgreSQL of the PostgreSQL tier's tests and the real Qdrant server of the managed
+tier's (the vendored binary: memorystore_dev.qdrant)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mem0 import AsyncMemoryClient
 
 from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore_dev.postgres import PostgresServer
+from memorystore_dev.qdrant import QdrantServer
 
 
 @pytest.fixture
@@ -42,4 +44,12 @@ async def client(service: ServiceThread) -> AsyncIterator[AsyncMemoryClient]:
 def pg_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL 18 with pgvector and pg_trgm (the harness's), one per test module."""
     with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def qdrant_server() -> Iterator[QdrantServer]:
+    """A real Qdrant server with an API key, one per test module (it starts in under a
+    second; a module's collections are its own)."""
+    with QdrantServer() as server:
         yield server

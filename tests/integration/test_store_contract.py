@@ -1,13 +1,15 @@
-"""The vector-store contract, run on both stores: the embedded engine (EdgeVectorStore, on
-disk) and PostgreSQL with pgvector (PgVectorStore). The service takes either as a
-`stores.protocol.VectorStore` and must not see a difference, so each test here states once
-what both do and runs on each (ids `embedded` and `postgres`), instead of two copies of it
-drifting apart. (The Qdrant server store's side: tests/unit/service/stores/test_qdrant_server.py.)
+"""The vector-store contract, run on the three stores: the embedded engine (EdgeVectorStore,
+on disk), PostgreSQL with pgvector (PgVectorStore) and a real Qdrant server (QdrantServerStore,
+the managed and external tiers; the vendored server, memorystore_dev.qdrant). The service takes
+any of them as a `stores.protocol.VectorStore` and must not see a difference, so each test here
+states once what all do and runs on each (ids `embedded`, `postgres`, `qdrant`), instead of
+copies of it drifting apart.
 
 What only one store has stays beside it: the embedded store's on-disk shards and crash
 recovery in tests/unit/service/stores/test_embedded.py; PostgreSQL's tables, postings,
 migrations and privileges, and the tests that hold its answers against the engine's, in
-tests/integration/test_pg_store.py."""
+tests/integration/test_pg_store.py; the Qdrant server's key rotation, collection layout and
+faults in tests/integration/test_qdrant_server.py."""
 
 from __future__ import annotations
 
@@ -25,14 +27,16 @@ from memorystore.service.state.postgres import Database
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore.service.stores.protocol import VectorStore
+from memorystore.service.stores.qdrant_server import QdrantServerStore
 from memorystore_dev.postgres import PostgresServer
+from memorystore_dev.qdrant import QdrantServer
 from support.vector_stores import KEYWORD_ROWS
 
 pytestmark = pytest.mark.timeout(600)
 
 DIMS = 4
-KINDS = ["embedded", "postgres"]
-Store = EdgeVectorStore | PgVectorStore
+KINDS = ["embedded", "postgres", "qdrant"]
+Store = EdgeVectorStore | PgVectorStore | QdrantServerStore
 StoreFactory = Callable[..., Store]
 
 
@@ -40,15 +44,18 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def build(kind: str, where: str | Database, **options: Any) -> Store:
-    """A store of `kind` on `where` (the embedded store's directory, or a PostgreSQL
-    Database): the embedded one's collection is "memories" and PostgreSQL's a fresh one,
-    unless named."""
+def build(kind: str, where: str | Database | QdrantServer, **options: Any) -> Store:
+    """A store of `kind` on `where` (the embedded store's directory, a PostgreSQL Database,
+    or a Qdrant server): the embedded one's collection is "memories" and the others' a fresh
+    one, unless named."""
     settings: dict[str, Any] = {"embedding_model_dims": DIMS} | options
     if isinstance(where, str):
         assert kind == "embedded"
         return EdgeVectorStore(**({"collection_name": "memories", "path": where} | settings))
     fresh = f"t_{uuid.uuid4().hex[:12]}"
+    if isinstance(where, QdrantServer):
+        server = {"url": where.url, "api_key": where.api_key}
+        return QdrantServerStore(**({"collection_name": fresh} | server | settings))
     return PgVectorStore(**({"collection_name": fresh, "database": where} | settings))
 
 
@@ -70,31 +77,33 @@ def pg_made(pg_database: Database) -> list[Store]:
 def opener(
     kind: str, request: pytest.FixtureRequest, path: Path
 ) -> tuple[StoreFactory, list[Store]]:
-    """A factory of `kind` stores, and the list of the embedded ones it made (the caller
-    closes them; PostgreSQL's are left to `pg_made`)."""
-    embedded: list[Store] = []
-    where: str | Database
+    """A factory of `kind` stores, and the list of the stores it made that the caller closes
+    (the embedded and Qdrant ones; PostgreSQL's are left to `pg_made`)."""
+    to_close: list[Store] = []
+    where: str | Database | QdrantServer
     if kind == "postgres":
         where = request.getfixturevalue("pg_database")
         made = request.getfixturevalue("pg_made")
+    elif kind == "qdrant":
+        where, made = request.getfixturevalue("qdrant_server"), to_close
     else:
-        where, made = str(path), embedded
+        where, made = str(path), to_close
 
     def factory(**options: Any) -> Store:
         store = build(kind, where, **options)
         made.append(store)
         return store
 
-    return factory, embedded
+    return factory, to_close
 
 
 @pytest.fixture(params=KINDS)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """Factory of fresh stores of one kind (the embedded ones on tmp_path, closed at the end
-    of the test; PostgreSQL's on the module's server)."""
-    factory, embedded = opener(request.param, request, tmp_path)
+    """Factory of fresh stores of one kind (the embedded ones on tmp_path, Qdrant's and
+    PostgreSQL's on the module's server), closed at the end of the test."""
+    factory, to_close = opener(request.param, request, tmp_path)
     yield factory
-    for store in embedded:
+    for store in to_close:
         store.close()
 
 

@@ -3,10 +3,10 @@
 There is no Qdrant server binary in this environment yet (vendoring one is another issue's),
 and what the tests using this check is what a client SENDS: the `api-key` header and the
 body of every REST call. The stand-in answers the calls the service makes to open a store
-and to count (the version probe, the collection list, creating a collection, reading its
-config back, payload indexes, exact counts) in the shapes qdrant-client parses, holds no
-points, and records every request in `calls`. Anything else is answered 404 (and recorded),
-so a test notices a call it did not expect.
+and to count (the version probe, the collection list, whether a collection exists, creating
+one, reading its config back, payload indexes, exact counts) in the shapes qdrant-client
+parses, holds no points, and records every request in `calls`. Anything else is answered 404
+(and recorded), so a test notices a call it did not expect.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ class QdrantStandIn:
                 self.existing[parts[1]] = body
                 return _ok(True)
             if method == "GET" and parts[1] in self.existing:
-                return _ok(collection_info())
+                return _ok(collection_info(self.existing[parts[1]]))
+        if method == "GET" and parts[0] == "collections" and parts[2:] == ["exists"]:
+            return _ok({"exists": parts[1] in self.existing})
         if method == "PUT" and parts[0] == "collections" and parts[2:] == ["index"]:
             return _ok({"operation_id": 1, "status": "completed"})
         if method == "POST" and parts[0] == "collections" and parts[2:] == ["points", "count"]:
@@ -115,8 +117,11 @@ class QdrantStandIn:
         self._server.server_close()
 
 
-def collection_info() -> dict[str, Any]:
-    """GET /collections/{name} as Qdrant answers it for mem0's collection shape."""
+def collection_info(created: Any = None) -> dict[str, Any]:
+    """GET /collections/{name} as Qdrant answers it for mem0's collection shape, with the
+    vector size of the request that created it (384 when not known)."""
+    vectors = (created or {}).get("vectors") or {}
+    size = vectors.get("size", 384) if isinstance(vectors, dict) else 384
     return {
         "status": "green",
         "optimizer_status": "ok",
@@ -125,7 +130,7 @@ def collection_info() -> dict[str, Any]:
         "indexed_vectors_count": 0,
         "config": {
             "params": {
-                "vectors": {"size": 384, "distance": "Cosine"},
+                "vectors": {"size": size, "distance": "Cosine"},
                 "sparse_vectors": {"bm25": {"modifier": "idf"}},
                 "shard_number": 1,
                 "replication_factor": 1,

@@ -94,11 +94,15 @@ class PKI:
         common: str,
         org: str | None = None,
         server_names: list[str] | None = None,
+        client_too: bool = False,
     ) -> Pair:
-        """A leaf certificate: a server one when `server_names` is given, else a client one."""
+        """A leaf certificate: a server one when `server_names` is given, else a client one;
+        `client_too` makes a server's also a client's (peers that call each other)."""
         key = _key()
         now = dt.datetime.now(dt.UTC)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server_names else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server_names else []
+        if client_too or not server_names:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(common, org))
@@ -108,7 +112,7 @@ class PKI:
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         if server_names:
             alt: list[x509.GeneralName] = []

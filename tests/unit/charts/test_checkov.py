@@ -43,7 +43,7 @@ MODES = {
 # so this list is exactly what checkov still objects to.
 SKIPS: dict[str, str] = {
     # "Image should use digest": the chart's and the operator's default images are versioned
-    # tags set per release (ghcr.io/memorystore/...:0.1.0, qdrant/qdrant:v1.16.1); pinning
+    # tags set per release (ghcr.io/memorystore/...:0.1.0, qdrant/qdrant:v1.18.3); pinning
     # digests is the installer's choice (the images.* values, spec.service.image,
     # spec.vectorStore.managed.image) for registries this project does not control.
     "CKV_K8S_43": "images are versioned tags; digests are the installer's choice (values)",

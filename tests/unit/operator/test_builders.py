@@ -81,7 +81,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
                     "requests": {"memory": "1Gi", "cpu": "500m"},
                     "limits": {"cpu": "2", "memory": "2Gi"},
                 },
-                "image": "registry.example.com/qdrant/qdrant:v1.16.1",
+                "image": "registry.example.com/qdrant/qdrant:v1.18.3",
             }
         },
     },
@@ -712,7 +712,7 @@ def test_managed_options_reach_the_statefulset():
     children = children_of("suspended")
     sts = find(children, "StatefulSet", "acme-qdrant")
     (container,) = sts["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "registry.example.com/qdrant/qdrant:v1.16.1"
+    assert container["image"] == "registry.example.com/qdrant/qdrant:v1.18.3"
     assert container["resources"] == {
         "limits": {"cpu": "2", "memory": "2Gi"},
         "requests": {"cpu": "500m", "memory": "1Gi"},

@@ -1,164 +1,19 @@
-"""QdrantServerStore (a Qdrant server's store: mem0's, with the service's additions), on
-qdrant-client's in-process mode. The mem0 internals it overrides are checked against mem0 in
-tests/unit/service/engine/test_mem0_seam.py; here is what it does with them."""
+"""QdrantServerStore's key rotation (ops/secret_files.py hands a rotated key over), on a
+loopback stand-in of the server's REST API (support/qdrant_standin.py): what is checked is the
+`api-key` header each call sends, which a real server does not report. Everything else the
+store does runs on a real Qdrant server: tests/integration/test_qdrant_server.py and
+tests/integration/test_store_contract.py."""
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from memorystore.service.stores import qdrant_server
-from memorystore.service.stores.protocol import VectorStore
 from memorystore.service.stores.qdrant_server import QdrantServerStore
 from support.qdrant_standin import QdrantStandIn
-from support.vector_stores import in_process_server_store
-
-pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-
-
-@pytest.fixture
-def server_store() -> Iterator[QdrantServerStore]:
-    store = in_process_server_store()
-    yield store
-    store.close()
-
-
-IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(3)]
-
-
-def three_points(texts: list[str]) -> QdrantServerStore:
-    """Three points (users a, a, b) with these BM25 texts, in qdrant-client's local mode.
-
-    No Qdrant server binary is obtainable here; the in-memory mode runs the same client calls
-    our subclass adds to mem0's Qdrant store.
-    """
-    store = in_process_server_store()
-    store.insert(
-        vectors=[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]],
-        ids=IDS,
-        payloads=[
-            {"user_id": user, "data": data, "text_lemmatized": text}
-            for user, data, text in zip("aab", "xyz", texts, strict=True)
-        ],
-    )
-    return store
-
-
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_counts_with_filters():
-    store = three_points(["x", "y", "z"])
-    assert store.count(None) == 3
-    assert store.count({"user_id": "a"}) == 2
-    store.close()
-
-
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_keyword_search_and_cosine_work_offline():
-    # mem0 would encode BM25 with fastembed (a model download); ours uses qdrant-edge's encoder.
-    store = three_points(
-        ["(May 2023) Mel: went hiking", "Caroline: adoption agencies", "Caroline: hiking again"]
-    )
-    hits = store.keyword_search("hiking", top_k=5, filters={"user_id": "a"})
-    assert [str(h.id) for h in hits] == [IDS[0]], "BM25 finds the word, within the scope"
-    scores = store.cosine([1, 0, 0, 0], IDS, {"user_id": "a"})
-    assert scores == pytest.approx({IDS[0]: 1.0, IDS[1]: 0.0})
-    store.close()
-
-
-@pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
-def test_server_store_keeps_the_scope_rules():
-    """The server store obeys the identity rules of every store (stores/filters.py)."""
-    store = in_process_server_store()
-    rows = [
-        {"user_id": "alice", "agent_id": "planner", "data": "alice plan"},
-        {"user_id": "*", "agent_id": "planner", "data": "star plan"},
-        {"agent_id": "planner", "data": "planner plan"},
-    ]
-    store.insert(vectors=[[1, 0, 0, 0]] * 3, ids=IDS, payloads=rows)
-    data = lambda points: {p.payload["data"] for p in points}  # noqa: E731
-
-    # an agent-only filter matches only memories without a user, on every read path
-    assert data(store.list({"agent_id": "planner"})[0]) == {"planner plan"}
-    assert store.count({"agent_id": "planner"}) == 1
-    assert data(store.search("q", [1, 0, 0, 0], 10, {"agent_id": "planner"})) == {"planner plan"}
-    assert data(store.keyword_search("plan", 10, {"agent_id": "planner"})) == {"planner plan"}
-    assert store.cosine([1, 0, 0, 0], IDS, {"agent_id": "planner"}) == {IDS[2]: 1.0}
-    # '*' is a literal id; metadata keys keep mem0's wildcard
-    assert data(store.list({"user_id": "*"})[0]) == {"star plan"}
-    assert store.count({"user_id": "alice", "data": "*"}) == 1
-    for bad, message in [
-        ({"user_id": {"ne": "alice"}}, "'user_id' must be one literal id"),
-        ({"user_id": ["alice", "*"]}, "'user_id' must be one literal id"),
-        ({"agent_id": "planner", "NOT": [{"user_id": "alice"}]}, "only accepted at the top"),
-        ({"user_id": "alice", "OR": [{"user_id": "*"}]}, "only accepted at the top"),
-    ]:
-        with pytest.raises(ValueError, match=message):
-            store.count(bad)
-    assert store.facet_counts("agent_id", 10) == {"planner": 3}
-    assert store.facet_counts("user_id", 10) == {"alice": 1, "*": 1}
-    store.close()
-
-
-def test_the_server_store_tokenises_chinese_and_reindexes_in_place(server_store: QdrantServerStore):
-    """Hybrid search on a Qdrant server: the same multilingual terms as the embedded engine,
-    and `reindex` re-encodes them from the payload while keeping the dense vector."""
-    memory_id = IDS[0]
-    payload = {"data": "我住在杭州", "user_id": "u"}
-    server_store.insert(vectors=[[1, 0, 0, 0]], ids=[memory_id], payloads=[payload])
-    found = server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"})
-    assert [str(p.id) for p in found] == [memory_id]
-
-    server_store.reindex(memory_id, {**payload, "text_lemmatized": "用matplotlib画图"})
-    assert server_store.keyword_search("杭州", top_k=5, filters={"user_id": "u"}) == []
-    found = server_store.keyword_search("matplotlib", top_k=5, filters={"user_id": "u"})
-    assert [str(p.id) for p in found] == [memory_id]
-    (point,) = server_store.client.retrieve("t", ids=[memory_id], with_vectors=True)
-    assert point.vector[""] == pytest.approx([1, 0, 0, 0])
-    server_store.reindex(IDS[1], payload)  # an id with no point: nothing is created
-    assert server_store.get(IDS[1]) is None
-
-
-def test_the_word_tokenizer_on_a_server_keeps_a_cjk_run_whole():
-    store = in_process_server_store("w", tokenizer="word")
-    store.insert(vectors=[[1, 0, 0, 0]], ids=[IDS[0]], payloads=[{"data": "我住在杭州"}])
-    assert store.keyword_search("杭州", top_k=5) == []
-    assert [str(p.id) for p in store.keyword_search("我住在杭州", top_k=5)] == [IDS[0]]
-
-
-def test_a_server_store_lists_every_point_with_its_vector_for_backups():
-    """QdrantServerStore.points pages qdrant-client's scroll (with vectors) to the end."""
-    store = in_process_server_store("p")
-    ids = [str(uuid.uuid4()) for _ in range(5)]
-    store.insert(
-        vectors=[[1, i, 0, 0] for i in range(5)],
-        ids=ids,
-        payloads=[{"data": f"m{i}", "user_id": "u"} for i in range(5)],
-    )
-    seen = {pid: (vec, payload) for pid, vec, payload in store.points(batch=2)}
-    assert set(seen) == set(ids)
-    for i, pid in enumerate(ids):
-        vec, payload = seen[pid]
-        norm = (1 + i * i) ** 0.5
-        assert vec == pytest.approx([1 / norm, i / norm, 0, 0], abs=1e-6)
-        assert (payload["data"], payload["user_id"]) == (f"m{i}", "u")
-
-
-def test_it_is_a_vector_store_and_create_col_needs_no_arguments(server_store):
-    """The engine's `prepare` calls `create_col()` on whichever store it has: here it leaves
-    the existing collection as it is, and re-creates one that is gone."""
-    assert isinstance(server_store, VectorStore)
-    server_store.insert(vectors=[[1, 0, 0, 0]], ids=IDS[:1], payloads=[{"data": "kept"}])
-    server_store.create_col()
-    assert server_store.count() == 1
-    server_store.client.delete_collection("t")
-    server_store.create_col()
-    assert server_store.count() == 0
-    assert server_store.client.get_collection("t").config.params.vectors.size == 4
-
 
 # --- a rotated API key (ops/secret_files.py hands it over) -----------------------------------
 # On a loopback stand-in of the server's REST API (support/qdrant_standin.py): what is checked
@@ -264,8 +119,3 @@ def test_close_closes_the_replaced_clients_still_in_their_grace_period():
             client.close = lambda c=client, o=original: (closed.append(c), o())  # type: ignore[method-assign]
         store.close()
         assert sorted(map(id, closed)) == sorted(map(id, clients)), "every client, once"
-
-
-def test_a_store_built_on_a_given_client_has_no_key_to_change(server_store):
-    with pytest.raises(ValueError, match="built on a given client"):
-        server_store.use_api_key("qk-new")
