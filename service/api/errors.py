@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from memorystore.service.engine.core import NotFound
 from memorystore.service.portability.backup import BackupError
 from memorystore.service.state.postgres import DatabaseUnavailable
+from memorystore.service.stores.protocol import StoreUnavailable
 
 __all__ = [
     "BACKUP_ERRORS",
@@ -56,7 +57,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: _problem("Invalid request: the detail names the field"),
     431: _problem("Request line and headers over limits.maxHeaderBytes"),
     503: _problem(
-        "The database is not ready yet (PostgreSQL): the detail says why",
+        "The database (PostgreSQL) or the vector store (a Qdrant server) does not answer or "
+        "is not ready yet: the detail says which and why; try again",
         {"Retry-After": {"required": True, "schema": {"type": "integer", "minimum": 0}}},
     ),
 }
@@ -83,7 +85,9 @@ async def _backup_failed(_: Request, exc: BackupError) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, exc.status)
 
 
-async def _database_unavailable(_: Request, exc: DatabaseUnavailable) -> JSONResponse:
+async def _unavailable(_: Request, exc: DatabaseUnavailable | StoreUnavailable) -> JSONResponse:
+    """The database or the vector store does not answer: try again (the message names which,
+    never with a secret)."""
     return JSONResponse({"detail": str(exc)}, 503, headers={"Retry-After": "5"})
 
 
@@ -109,7 +113,8 @@ async def _bad_value(_: Request, exc: ValueError) -> JSONResponse:
 
 def add_exception_handlers(app: FastAPI) -> None:
     app.exception_handler(BackupError)(_backup_failed)
-    app.exception_handler(DatabaseUnavailable)(_database_unavailable)
+    app.exception_handler(DatabaseUnavailable)(_unavailable)
+    app.exception_handler(StoreUnavailable)(_unavailable)
     app.exception_handler(NotFound)(_not_found)
     app.exception_handler(RequestValidationError)(_invalid)
     app.exception_handler(ValueError)(_bad_value)

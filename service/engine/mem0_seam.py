@@ -44,17 +44,18 @@ The second and only other place that touches mem0's internals is
 `service/stores/qdrant_server.py`: QdrantServerStore subclasses mem0's `Qdrant` store and
 overrides its private methods. Its touches are listed here too, and checked by the same test:
 
-- `Qdrant._build_field_condition`: identity keys become literal matches, never mem0's `*`
-  wildcard or an operator (QdrantServerStore).
-- `Qdrant._create_filter`: every read of mem0's Qdrant store builds its filter there, so
-  the agent- or run-only confinement added there covers them all (QdrantServerStore).
+- `Qdrant._create_filter`: every read of mem0's Qdrant store (search, search_batch, list)
+  builds its filter there; QdrantServerStore replaces it with the engine's translation
+  (stores/server_filters.py), so the server selects and refuses as the other stores do.
 - `Qdrant._get_bm25_encoder` and its cache `_bm25_encoder`: mem0 encodes BM25 through them
   with fastembed (a model download); OfflineBm25 takes its place.
-- `Qdrant._has_bm25_slot`: whether the collection has the `bm25` sparse vector
-  (QdrantServerStore.keyword_search).
-- `Qdrant.create_col`, run by the constructor: it creates a missing collection with one
-  keyword call `self.client.create_collection(...)`, and leaves an existing one as it is;
-  QdrantServerStore adds the shard number and replication factor to that call.
+- `Qdrant._has_bm25_slot`: whether the collection has the `bm25` sparse vector, read by
+  mem0's insert and update (QdrantServerStore.create_col sets it).
+- `Qdrant.__init__` calls `self.create_col(embedding_model_dims, on_disk)` after setting
+  `self.client`; QdrantServerStore's own create_col (the layout, the payload indexes, the
+  dimension check) runs there, and its `client` property guards every call.
+- `Qdrant.insert`, `update`, `delete`, `search`, `search_batch`: inherited, through
+  `self.client` (QdrantServerStore normalises the ids first).
 - `Qdrant`'s attributes `client`, `collection_name`, `embedding_model_dims`, `on_disk`, set
   by its constructor and read by QdrantServerStore.
 

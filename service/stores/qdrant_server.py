@@ -17,11 +17,12 @@ finish on the old one, which is closed a grace period later (or at `close`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
@@ -156,6 +157,29 @@ def server_client(url: str | None, api_key: str | None) -> QdrantClient:
     return QdrantClient(**params)
 
 
+class _Guarded:
+    """A qdrant-client client whose calls raise StoreUnavailable instead of the transport's
+    errors when the server does not answer; everything else is the client's own."""
+
+    def __init__(self, client: Any, unavailable: Callable[[BaseException], StoreUnavailable]):
+        self._client = client
+        self._unavailable = unavailable
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except UNREACHABLE as exc:
+                raise self._unavailable(exc) from None
+
+        return call
+
+
 def point_id(value: PointId) -> int | str:
     """A point id as Qdrant takes it: an unsigned integer, or a UUID in its canonical form;
     anything else is refused as the embedded engine refuses it (ValueError, naming it)."""
@@ -221,8 +245,10 @@ class QdrantServerStore(Qdrant):
 
     @property
     def client(self) -> QdrantClient:
-        """The current client; refused once the store is closed or its collection deleted,
-        as the other stores refuse (a RuntimeError saying so, not a transport error)."""
+        """The current client, whose calls raise StoreUnavailable when the server does not
+        answer (every call: mem0's inherited methods use this too, so a request meeting an
+        absent server is a 503, not a 500); refused once the store is closed or its
+        collection deleted, as the other stores refuse (a RuntimeError saying so)."""
         if self._closed is not None:
             where = f"collection {self.collection_name} ({self.where})"
             raise RuntimeError(f"QdrantServerStore for {where} is {self._closed}")
@@ -230,7 +256,8 @@ class QdrantServerStore(Qdrant):
 
     @client.setter
     def client(self, client: QdrantClient) -> None:
-        self._client = client
+        guarded = client if isinstance(client, _Guarded) else _Guarded(client, self.unavailable)
+        self._client = cast(QdrantClient, guarded)
 
     # --- the collection -------------------------------------------------------------------
 

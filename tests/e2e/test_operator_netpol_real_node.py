@@ -99,10 +99,13 @@ def test_the_operators_policy_admits_probes_and_metrics_and_lets_out_only_what_i
     pods.start(op, "operator-health", HEALTH, operator_labels)
     pods.start(op, "operator-other", 9000, operator_labels)  # a port the policy does not open
     pods.start(op, "stranger", 9000, {"app": "stranger"})
-    pods.start(tenant, "memory", port, service_labels)
+    # `memory` also carries a label of its own: the Services below select it alone (the
+    # service labels would also select `memory-other-port`, which refuses port 8765)
+    memory_labels = {**service_labels, "probe-target": "memory"}
+    pods.start(tenant, "memory", port, memory_labels)
     pods.start(tenant, "memory-other-port", 9000, service_labels)
     pods.start(tenant, "unlabelled", port, {"app": "something-else"})
-    pods.start(other, "memory", port, service_labels)  # a namespace the operator does not watch
+    pods.start(other, "memory", port, memory_labels)  # a namespace the operator does not watch
     ip = {
         (ns, name): pods.ready(ns, name)
         for ns, name in [
@@ -135,8 +138,14 @@ def test_the_operators_policy_admits_probes_and_metrics_and_lets_out_only_what_i
     assert not pods.reaches(op, "operator", f"{ip[other, 'memory']}:{port}")
     assert not pods.reaches(op, "operator", f"{ip[op, 'stranger']}:9000")
     # ... through a Service too (kube-proxy's DNAT happens before the policy is applied)
-    real_node.kube.kubectl("expose", "pod", "memory", f"--port={port}", "-n", tenant)
-    real_node.kube.kubectl("expose", "pod", "memory", f"--port={port}", "-n", other)
+    for ns in (tenant, other):
+        selector = "--selector=probe-target=memory"
+        real_node.kube.kubectl("expose", "pod", "memory", f"--port={port}", selector, "-n", ns)
+    # the new Services work once kube-proxy and DNS have them: the stranger (no policy
+    # selects it) reaches both, so the operator's refusal below is the policy's
+    for ns in (tenant, other):
+        service = f"memory.{ns}.svc.cluster.local:{port}"
+        wait_for(lambda s=service: pods.reaches(op, "stranger", s), timeout=60, every=1)
     assert pods.reaches(op, "operator", f"memory.{tenant}.svc.cluster.local:{port}")
     assert not pods.reaches(op, "operator", f"memory.{other}.svc.cluster.local:{port}")
     # the API server (with the pod's token and CA) and cluster DNS stay reachable

@@ -1,17 +1,13 @@
 """A managed Qdrant's collection layout (spec.vectorStore.managed shards / replicationFactor):
-the service creates its collection with them, over Qdrant's real REST API.
-
-No Qdrant server runs in this suite yet, so a STAND-IN on loopback (`support.qdrant_standin`)
-answers the few REST calls that opening a store makes (the server's version, the collection
-list, creating the collection and its payload indexes) and records them. Everything in front
-of it is real: the service config, `engine/mem0_config.py`, mem0's store factory, our store
-and qdrant-client.
+the service creates its collection with them, on a real Qdrant server (the vendored binary).
+Everything is real: the service config, `engine/mem0_config.py`, mem0's store factory, our
+store, qdrant-client and the server, which reports the layout it created.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,87 +17,87 @@ from mem0.utils.factory import VectorStoreFactory
 from memorystore.config import ConfigError, ServiceConfig
 from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.stores.qdrant_server import QdrantServerStore
-from support.qdrant_standin import QdrantStandIn
-from support.waiting import wait_for
+from memorystore_dev.qdrant import QdrantServer
 
 
-@pytest.fixture
-def qdrant() -> Iterator[QdrantStandIn]:
-    with QdrantStandIn() as standin:
-        yield standin
-        # qdrant-client asks for the server's version from a thread of its own: let it
-        # finish, or it warns that the stand-in went away
-        wait_for(lambda: any(c.path == "/" for c in standin.calls), timeout=10, every=0.05)
-
-
-def open_store(tmp_path: Path, server: dict[str, Any]) -> QdrantServerStore:
-    """The store exactly as the service opens it from its config file's fields."""
+def config(tmp_path: Path, qdrant: QdrantServer, collection: str, **layout: Any) -> Any:
+    """The vector store's mem0 config exactly as the service builds it from its config file."""
+    key = tmp_path / "qdrant-api-key"
+    key.write_text(qdrant.api_key)
+    server = {"url": qdrant.url, "apiKey": {"file": str(key)}, **layout}
     cfg = ServiceConfig.model_validate(
         {
             "dataDir": str(tmp_path),
             "apiKey": {"env": "UNUSED"},
-            "vectorStore": {"server": server, "collection": "memories"},
+            "vectorStore": {"server": server, "collection": collection},
         }
     )
-    store_cfg = mem0_config(cfg).vector_store
+    return mem0_config(cfg).vector_store
+
+
+def open_store(store_cfg: Any) -> QdrantServerStore:
     store = VectorStoreFactory.create(store_cfg.provider, store_cfg.config)
     assert isinstance(store, QdrantServerStore)
     return store
 
 
-def test_the_collection_is_created_with_the_shards_and_copies_configured(tmp_path, qdrant):
-    store = open_store(tmp_path, {"url": qdrant.url, "shardNumber": 6, "replicationFactor": 2})
+def params(qdrant: QdrantServer, collection: str) -> Any:
+    client = qdrant.client()
     try:
-        [(name, body)] = qdrant.created()
-        assert name == "memories"
-        assert (body["shard_number"], body["replication_factor"]) == (6, 2)
-        # mem0's own shape of the collection is kept
-        assert body["vectors"] == {"size": 384, "distance": "Cosine", "on_disk": False}
-        assert body["sparse_vectors"] == {"bm25": {"modifier": "idf"}}
+        return client.get_collection(collection).config.params
+    finally:
+        client.close()
+
+
+def fresh() -> str:
+    return f"memories_{uuid.uuid4().hex[:8]}"
+
+
+def test_the_collection_is_created_with_the_shards_and_copies_configured(tmp_path, qdrant_server):
+    name = fresh()
+    store = open_store(config(tmp_path, qdrant_server, name, shardNumber=6, replicationFactor=2))
+    try:
+        made = params(qdrant_server, name)
+        assert (made.shard_number, made.replication_factor) == (6, 2)
+        # mem0's own shape of the collection is kept: the dense vector and the bm25 slot
+        assert (made.vectors.size, made.vectors.distance.value) == (384, "Cosine")
+        assert made.sparse_vectors["bm25"].modifier.value == "idf"
         assert store._has_bm25_slot
-        # and the client is the plain one again afterwards
-        assert type(store.client).__name__ == "QdrantClient"
     finally:
         store.close()
 
 
-def test_an_existing_collection_is_left_as_it_is(tmp_path, qdrant):
-    qdrant.existing["memories"] = {"shard_number": 1}
-    store = open_store(tmp_path, {"url": qdrant.url, "shardNumber": 6, "replicationFactor": 2})
+def test_an_existing_collection_is_left_as_it_is(tmp_path, qdrant_server):
+    name = fresh()
+    open_store(config(tmp_path, qdrant_server, name, shardNumber=1)).close()
+    store = open_store(config(tmp_path, qdrant_server, name, shardNumber=6, replicationFactor=2))
     try:
-        assert qdrant.created() == []
-        assert ("GET", "/collections/memories") in [(c.method, c.path) for c in qdrant.calls]
+        assert (params(qdrant_server, name).shard_number) == 1, "never re-sharded"
         assert store._has_bm25_slot
     finally:
         store.close()
 
 
-def test_without_a_layout_the_server_decides(tmp_path, qdrant):
-    # an external Qdrant: the operator writes neither field, the request carries neither
-    store = open_store(tmp_path, {"url": qdrant.url})
+def test_without_a_layout_the_server_decides(tmp_path, qdrant_server):
+    # an external Qdrant: the operator writes neither field, the server's defaults apply
+    name = fresh()
+    store = open_store(config(tmp_path, qdrant_server, name))
     try:
-        [(_, body)] = qdrant.created()
-        assert "shard_number" not in body and "replication_factor" not in body
+        made = params(qdrant_server, name)
+        assert (made.shard_number, made.replication_factor) == (1, 1)
     finally:
         store.close()
 
 
-def test_the_entity_collection_gets_the_same_layout(tmp_path, qdrant):
+def test_the_entity_collection_gets_the_same_layout(tmp_path, qdrant_server):
     # mem0 opens its entity-link store through the same factory on a copy of the config
-    cfg = ServiceConfig.model_validate(
-        {
-            "dataDir": str(tmp_path),
-            "apiKey": {"env": "UNUSED"},
-            "vectorStore": {"server": {"url": qdrant.url, "shardNumber": 3}},
-        }
-    )
-    store_cfg = mem0_config(cfg).vector_store
-    entities = store_cfg.config.model_copy(update={"collection_name": "memories_entities"})
+    name = fresh()
+    store_cfg = config(tmp_path, qdrant_server, name, shardNumber=3)
+    entities = store_cfg.config.model_copy(update={"collection_name": f"{name}_entities"})
     store = VectorStoreFactory.create(store_cfg.provider, entities)
     try:
-        [(name, body)] = qdrant.created()
-        assert (name, body["shard_number"]) == ("memories_entities", 3)
-        assert "replication_factor" not in body
+        made = params(qdrant_server, f"{name}_entities")
+        assert (made.shard_number, made.replication_factor) == (3, 1)
     finally:
         store.close()
 

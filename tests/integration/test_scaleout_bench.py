@@ -1,7 +1,8 @@
 """`memorystore bench service --replicas … --tier …` in CI: a small run of the real thing
-(real `memorystore serve` replicas under CPU limits, a real PostgreSQL), checked for what it
-reports — every acknowledged add stored, a row per configuration, the goals' lines. The
-goals themselves are measured by the full run (docs/benchmarks/scale-out.md), not asserted here."""
+(real `memorystore serve` replicas under CPU limits, a real PostgreSQL, a real Qdrant server
+for the managed tier), checked for what it reports — every acknowledged add stored, a row per
+configuration, the goals' lines. The goals themselves are measured by the full run
+(docs/benchmarks/scale-out.md), not asserted here."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_a_small_scale_out_run_stores_every_acknowledged_add(capsys):
         assert cpu_limit_problem() is None, cpu_limit_problem()  # CI runs as root
     code = run_scaleout_bench(
         replicas=[1, 2],
-        tiers=["embedded", "postgres"],
+        tiers=["embedded", "managed", "postgres"],
         memories=300,
         adds=48,
         searches=20,
@@ -35,6 +36,8 @@ def test_a_small_scale_out_run_stores_every_acknowledged_add(capsys):
     rows = [Row(**r) for r in report["rows"]]
     assert [(r.tier, r.replicas) for r in rows] == [
         ("embedded", 1),
+        ("managed", 1),
+        ("managed", 2),
         ("postgres", 1),
         ("postgres", 2),
     ]

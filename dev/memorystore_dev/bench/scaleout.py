@@ -1,4 +1,4 @@
-"""`memorystore bench service --replicas 1,2,3 --tier embedded,postgres`: scale-out, measured.
+"""`memorystore bench service --replicas 1,2,3 --tier embedded,managed,postgres`: scale-out.
 
 Per configuration (tier × replicas), in one run: a fresh store filled with N memories (50
 users, written as the service writes them: payload, BM25 terms, history), then R real
@@ -9,11 +9,14 @@ pod's `resources.limits.cpu`), then
 - **search p50 / p99**: one client, searches of the filled users round-robin through the
   replicas, end to end (HTTP, query embedding, retrieval).
 
-Baselines measured in the same run: one replica of the same tier (adds), and the embedded
-engine (search). The embedded tier runs one replica only: its engine locks its files for one
-process. Vectors for the fill: as in `bench backup` (500 texts embedded for real, reused with
-noise), because embedding 10k texts one by one takes minutes and search cost does not depend
-on which texts they are.
+Tiers: `embedded` (the engine in the service's process, SQLite state), `managed` (vectors on
+a real Qdrant server, the vendored binary, state in PostgreSQL as several replicas of a
+managed store need), `postgres` (state and vectors in PostgreSQL). Baselines measured in the
+same run: one replica of the same tier (adds), and the embedded engine (search). The embedded
+tier runs one replica only: its engine locks its files for one process. Vectors for the
+fill: as in `bench backup` (500 texts embedded for real, reused with noise), because
+embedding 10k texts one by one takes minutes and search cost does not depend on which texts
+they are.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 import httpx
 
 from memorystore_dev.bench.backup import QUERIES, fill
+from memorystore_dev.qdrant import QdrantServer
 from memorystore_dev.replicas import Replicas, Tier, cpu_limit_problem, write_config
 
 GOAL_SCALE = 1.7  # 2 replicas' adds/s over one's, PostgreSQL tier
@@ -122,6 +126,7 @@ async def _searches(urls: list[str], headers: dict[str, str], count: int) -> lis
 def _measure(
     root: Path,
     dsn: str | None,
+    qdrant: QdrantServer | None,
     tier: Tier,
     replicas: int,
     memories: int,
@@ -132,10 +137,10 @@ def _measure(
     embedder: str,
 ) -> Row:
     directory = root / f"{tier}-{replicas}"
-    config = write_config(directory, dsn, tier, embedder)
+    config = write_config(directory, dsn, tier, embedder, qdrant=qdrant)
     print(f"{tier} × {replicas}: filling {memories} memories …", file=sys.stderr)
     _fill(config, directory / "replica-0", memories)
-    with Replicas(directory, dsn, replicas, tier, embedder, cpus) as running:
+    with Replicas(directory, dsn, replicas, tier, embedder, cpus, qdrant=qdrant) as running:
         urls = [s.url for s in running.services]
         asyncio.run(_searches(urls, running.headers, 10))  # warm every replica's model
         print(f"{tier} × {replicas}: {adds} adds from {clients} clients …", file=sys.stderr)
@@ -196,6 +201,7 @@ def run_scaleout_bench(
     as_json: bool,
 ) -> int:
     from memorystore_dev.postgres import PostgresServer
+    from memorystore_dev.qdrant import QdrantServer
 
     if cpus and cpu_limit_problem():
         print(f"no CPU limit: {cpu_limit_problem()}", file=sys.stderr)
@@ -203,17 +209,31 @@ def run_scaleout_bench(
     rows: list[Row] = []
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memorystore-bench-")))
-        server = stack.enter_context(PostgresServer()) if "postgres" in tiers else None
+        needs_pg = "postgres" in tiers or "managed" in tiers
+        server = stack.enter_context(PostgresServer()) if needs_pg else None
+        qdrant = stack.enter_context(QdrantServer()) if "managed" in tiers else None
         for tier in tiers:
             for n in replicas:
                 if tier == "embedded" and n > 1:
                     continue  # one process owns the engine's files
                 dsn = None
-                if tier == "postgres":
+                if tier in ("postgres", "managed"):
                     assert server is not None
                     dsn = server.database(f"bench_{uuid.uuid4().hex[:10]}")
                 rows.append(
-                    _measure(root, dsn, tier, n, memories, adds, searches, clients, cpus, embedder)  # type: ignore[arg-type]
+                    _measure(
+                        root,
+                        dsn,
+                        qdrant,
+                        tier,
+                        n,
+                        memories,
+                        adds,
+                        searches,
+                        clients,
+                        cpus,  # type: ignore[arg-type]
+                        embedder,
+                    )
                 )
     if as_json:
         print(json.dumps({"memories": memories, "cpus": cpus, "rows": [asdict(r) for r in rows]}))

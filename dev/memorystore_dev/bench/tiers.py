@@ -1,9 +1,11 @@
-"""The vector tiers a retrieval bench runs side by side (`--tier embedded,postgres`).
+"""The vector tiers a retrieval bench runs side by side (`--tier embedded,managed,postgres`).
 
-`embedded`: the Qdrant engine in the service's process, the SQLite history. `postgres`: the
-service's state and vectors in a real PostgreSQL (pgvector), started once per run by the test
-harness, a fresh database per configuration. Results are named `<config>@<tier>` when more
-than the embedded tier runs, so every table shows the tiers side by side.
+`embedded`: the Qdrant engine in the service's process, the SQLite history. `managed`: the
+vectors on a real Qdrant server (the vendored binary, memorystore_dev.qdrant, with an API
+key), as the operator's managed tier runs it, a fresh collection per configuration.
+`postgres`: the service's state and vectors in a real PostgreSQL (pgvector), a fresh database
+per configuration. The servers start once per run. Results are named `<config>@<tier>` when
+more than the embedded tier runs, so every table shows the tiers side by side.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from memorystore.config import (
     PostgresConnection,
     PostgresVectors,
     SecretSource,
+    ServerQdrant,
     ServiceConfig,
     ServiceHistory,
     ServiceVectorStore,
 )
 from memorystore.service.ops.runner import embedded_config
 from memorystore_dev.postgres import PostgresServer, dsn_file
+from memorystore_dev.qdrant import QdrantServer
 
-TIERS = ("embedded", "postgres")
+TIERS = ("embedded", "managed", "postgres")
 
 
 def tier_problem(tiers: list[str]) -> str | None:
@@ -44,10 +48,17 @@ class Tiers:
         self.names = list(dict.fromkeys(tiers))
         self._stack = ExitStack()
         self._server: PostgresServer | None = None
+        self._qdrant: QdrantServer | None = None
 
     def __enter__(self) -> Self:
-        if "postgres" in self.names:
-            self._server = self._stack.enter_context(PostgresServer())
+        try:
+            if "postgres" in self.names:
+                self._server = self._stack.enter_context(PostgresServer())
+            if "managed" in self.names:
+                self._qdrant = self._stack.enter_context(QdrantServer())
+        except BaseException:
+            self._stack.close()
+            raise
         return self
 
     def __exit__(
@@ -62,10 +73,23 @@ class Tiers:
         return config if self.names == ["embedded"] else f"{config}@{tier}"
 
     def config(self, tier: str, data_dir: Path, **fields: Any) -> ServiceConfig:
-        """The service config of one run on `tier` (the embedded default, or PostgreSQL)."""
+        """The service config of one run on `tier` (the embedded default, a Qdrant server,
+        or PostgreSQL)."""
         if tier == "embedded":
             return embedded_config(data_dir, **fields)
-        if self._server is None:
+        if tier == "managed" and self._qdrant is not None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            key = data_dir / "qdrant-api-key"
+            key.write_text(self._qdrant.api_key)
+            key.chmod(0o600)
+            server = ServerQdrant(url=self._qdrant.url, api_key=SecretSource(file=str(key)))
+            collection = f"bench_{uuid.uuid4().hex[:12]}"
+            return embedded_config(
+                data_dir,
+                vector_store=ServiceVectorStore(server=server, collection=collection),
+                **fields,
+            )
+        if tier != "postgres" or self._server is None:
             raise ValueError(f"tier {tier!r} is not among this run's tiers {self.names}")
         secret = dsn_file(data_dir, self._server.database(f"bench_{uuid.uuid4().hex[:12]}"))
         state = PostgresConnection(dsn=SecretSource(file=str(secret)))
