@@ -126,8 +126,14 @@ class EmbeddedQdrant(Model):
 
 
 class ServerQdrant(Model):
-    url: str = Field(description="Qdrant server URL, e.g. http://qdrant:6333.")
+    url: str = Field(description="Qdrant server URL, e.g. https://qdrant:6333.")
     api_key: SecretSource | None = Field(None, description="Qdrant API key.")
+    ca: SecretSource | None = Field(
+        None,
+        description="CA certificate(s), PEM, the server's certificate is verified against "
+        "(an https url); followed like the key, so a renewed CA is used without a restart. "
+        "Unset: the system's trust store.",
+    )
     shard_number: int | None = Field(
         None,
         ge=1,
@@ -142,6 +148,12 @@ class ServerQdrant(Model):
         description="Copies of each shard when the service creates the collection; unset: "
         "the server's default.",
     )
+
+    @model_validator(mode="after")
+    def _ca_needs_https(self) -> ServerQdrant:
+        if self.ca is not None and not self.url.lower().startswith("https://"):
+            raise ValueError("`ca` is set but `url` is not https: the CA would verify nothing")
+        return self
 
 
 class PostgresConnection(PostgresSettings):

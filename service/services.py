@@ -20,6 +20,7 @@ from memorystore.service.engine.mem0_config import speaks_openai
 from memorystore.service.engine.mem0_seam import (
     use_embedder_key,
     use_llm_key,
+    use_vector_store_ca,
     use_vector_store_key,
 )
 from memorystore.service.lifecycle import journal as journals
@@ -142,6 +143,7 @@ def secret_holders(cfg: ServiceConfig, engine: MemoryEngine) -> dict[str, Callab
         holders["vectorStore.postgres.database.dsn"] = engine.vectors_database.use_dsn
     if cfg.vector_store.server is not None:
         holders["vectorStore.server.apiKey"] = partial(use_vector_store_key, engine.memory)
+        holders["vectorStore.server.ca"] = partial(use_vector_store_ca, engine.memory)
     if speaks_openai(cfg.embedder.provider):
         holders["embedder.apiKey"] = partial(use_embedder_key, engine.memory)
     if cfg.llm is not None and speaks_openai(cfg.llm.provider):

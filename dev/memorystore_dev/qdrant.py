@@ -33,12 +33,13 @@ from typing import Any, Self
 import httpx
 
 from memorystore_dev.devcluster.cluster import free_port
-from memorystore_dev.devcluster.pki import PKI
+from memorystore_dev.devcluster.pki import PKI, Pair
 from memorystore_dev.vendor import qdrant_binary
 
 __all__ = ["QdrantCluster", "QdrantError", "QdrantServer"]
 
 READY_TIMEOUT = 60.0
+PORT_RETRIES = 3
 
 
 class QdrantError(RuntimeError):
@@ -48,7 +49,8 @@ class QdrantError(RuntimeError):
 class QdrantServer:
     """`with QdrantServer() as qdrant:` → `qdrant.url`, `qdrant.api_key`, `qdrant.ca`
     (the CA file when `tls`), `qdrant.client()`. `bootstrap` is the first peer's `p2p_uri`
-    (QdrantCluster passes it); `pki` a CA shared by a cluster's peers."""
+    (QdrantCluster passes it); `pki` a CA shared by a cluster's peers; `reissue` rotates the
+    certificate in place."""
 
     def __init__(
         self,
@@ -59,8 +61,11 @@ class QdrantServer:
         pki: PKI | None = None,
         root: Path | None = None,
         name: str = "qdrant",
+        cert_ttl: int = 3600,
     ) -> None:
         self.name = name
+        self.cert_ttl = cert_ttl  # how often Qdrant re-reads its certificate files, seconds
+        self.tls_pair: Pair | None = None
         self.api_key = api_key if api_key is not None else secrets.token_urlsafe(24)
         self.tls = tls
         self.bootstrap = bootstrap
@@ -69,6 +74,9 @@ class QdrantServer:
         self.http_port, self.grpc_port, self.p2p_port = free_port(), free_port(), free_port()
         self._pki = pki if pki is not None or not tls else PKI(self.root / "pki")
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0  # where this start's lines begin in the log
+        self._ever_ready = False
+        self._port_retries = 0
         self._write_config()
 
     # --- where it is ---------------------------------------------------------------------
@@ -145,20 +153,34 @@ class QdrantServer:
             "cluster": {"enabled": True, "p2p": {"port": self.p2p_port, "enable_tls": self.tls}},
         }
         if self._pki is not None and self.tls:
-            names = ["127.0.0.1", "localhost"]
-            pair = self._pki.issue(
-                f"{self.name}-{self.http_port}", self.name, server_names=names, client_too=True
-            )
+            pair = self._issue(self._pki)
+            self.tls_pair = pair
             config["tls"] = {
                 "cert": str(pair.cert),
                 "key": str(pair.key),
                 "ca_cert": str(self._pki.ca.cert),
-                "cert_ttl": 3600,
+                "cert_ttl": self.cert_ttl,
             }
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "config.yaml"  # JSON is YAML; Qdrant reads .yaml, not .json
         path.write_text(json.dumps(config, indent=2))
         path.chmod(0o600)
+
+    def _issue(self, pki: PKI) -> Pair:
+        names = ["127.0.0.1", "localhost"]
+        stem = f"{self.name}-{self.http_port}"
+        return pki.issue(stem, self.name, server_names=names, client_too=True)
+
+    def reissue(self, pki: PKI) -> None:
+        """Replace the certificate and key files in place with ones `pki` issues, as kubelet
+        updates a mounted Secret: the running server picks them up within `cert_ttl`."""
+        assert self.tls_pair is not None, "reissue needs a TLS server"
+        fresh = self._issue(pki)
+        for source, target in ((fresh.key, self.tls_pair.key), (fresh.cert, self.tls_pair.cert)):
+            staged = target.with_suffix(".new")
+            staged.write_bytes(source.read_bytes())
+            staged.chmod(0o600)
+            staged.replace(target)
 
     def start(self, wait: bool = True) -> None:
         """Start (or restart on the same ports and storage); wait for /readyz unless told not."""
@@ -175,6 +197,7 @@ class QdrantServer:
             argv += ["--bootstrap", self.bootstrap]
         env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT")}
         env["QDRANT_INIT_FILE_PATH"] = str(self.root / ".qdrant-initialized")
+        self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with self.log_file.open("a") as log:
             self.proc = subprocess.Popen(
                 argv,
@@ -196,15 +219,42 @@ class QdrantServer:
             return False
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Until /readyz answers. A port another process took between `free_port` and the
+        first start (Qdrant logs it and keeps running without that listener) is picked
+        again, up to PORT_RETRIES times; a restart keeps its ports (peers know them)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self._port_taken() and not self._ever_ready and self._port_retries < PORT_RETRIES:
+                self._port_retries += 1
+                self.kill()
+                # it never served: its consensus state names the old peer port, start afresh
+                for made in (self.storage, self.snapshots):
+                    shutil.rmtree(made, ignore_errors=True)
+                (self.root / ".qdrant-initialized").unlink(missing_ok=True)
+                self.http_port, self.grpc_port, self.p2p_port = (
+                    free_port(),
+                    free_port(),
+                    free_port(),
+                )
+                self._write_config()
+                self.start(wait=False)
+                continue
             if self.proc is None or self.proc.poll() is not None:
                 code = None if self.proc is None else self.proc.returncode
                 raise QdrantError(f"{self.name} exited ({code}):\n{self.log_tail()}")
             if self.ready():
+                self._ever_ready = True
                 return
             time.sleep(0.1)
         raise QdrantError(f"{self.name} not ready in {timeout:.0f} s:\n{self.log_tail()}")
+
+    def _port_taken(self) -> bool:
+        try:
+            with self.log_file.open("rb") as log:
+                log.seek(self._log_offset)
+                return b"Address already in use" in log.read()
+        except OSError:
+            return False
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM by PID, SIGKILL if it has not exited after `timeout`."""
@@ -300,6 +350,7 @@ class QdrantCluster:
         try:
             self.nodes[0].start()
             for node in self.nodes[1:]:
+                node.bootstrap = self.nodes[0].p2p_uri  # its ports, as finally taken
                 node.start(wait=False)
             for node in self.nodes[1:]:
                 node.wait_ready()

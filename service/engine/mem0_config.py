@@ -102,6 +102,7 @@ def mem0_config(cfg: ServiceConfig, vectors: Database | None = None) -> MemoryCo
                 embedding_model_dims=dims,
                 url=vs.server.url,
                 api_key=_secret(vs.server.api_key, "vectorStore.server.apiKey"),
+                ca=_secret(vs.server.ca, "vectorStore.server.ca"),
                 shard_number=vs.server.shard_number,
                 replication_factor=vs.server.replication_factor,
                 keyword_search=cfg.retrieval.hybrid,

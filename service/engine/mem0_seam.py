@@ -108,7 +108,7 @@ from memorystore.service.state.tables import checkpoint_local
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore.service.stores.protocol import VectorStore
-from memorystore.service.stores.qdrant_server import QdrantServerStore
+from memorystore.service.stores.qdrant_server import QdrantServerStore, ca_context
 from memorystore.spec import LexicalTokenizer
 
 __all__ = [
@@ -150,6 +150,7 @@ __all__ = [
     "use_embedder_key",
     "use_history",
     "use_llm_key",
+    "use_vector_store_ca",
     "use_vector_store_key",
     "vector_store_config",
 ]
@@ -199,6 +200,7 @@ class ServerStoreConfig(BaseModel):
     embedding_model_dims: int
     url: str
     api_key: str | None = None
+    ca: str | None = None  # PEM: the server's certificate is verified against it
     shard_number: int | None = None
     replication_factor: int | None = None
     keyword_search: bool = False
@@ -307,6 +309,20 @@ def use_vector_store_key(memory: AsyncMemory, api_key: str) -> None:
     for store in (memory.vector_store, opened_entity_store(memory)):
         if isinstance(store, QdrantServerStore):
             store.use_api_key(api_key)
+
+
+def use_vector_store_ca(memory: AsyncMemory, ca: str) -> None:
+    """Verify the Qdrant server against `ca` (PEM) from the next call on, as
+    use_vector_store_key hands over a key: the config mem0 copies for its entity store, and
+    the clients of the store and of an opened entity store."""
+    config = memory.config.vector_store.config
+    if not isinstance(config, ServerStoreConfig):
+        raise TypeError("vectorStore.server.ca: the vector store is not a Qdrant server")
+    ca_context(ca, "vectorStore.server.ca")  # refused before anything changes
+    config.ca = ca
+    for store in (memory.vector_store, opened_entity_store(memory)):
+        if isinstance(store, QdrantServerStore):
+            store.use_ca(ca)
 
 
 def memory_hash(text: str) -> str:

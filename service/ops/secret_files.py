@@ -5,8 +5,8 @@ In a cluster every secret reaches the service as a file of a mounted Secret (the
 the new files into a fresh directory and swaps a symlink (`..data`) to it in one rename, so
 a secret's path keeps its name but resolves to another file. The service key has its own
 re-reader (`auth.KeyRing`) and the certificate its own (`tls.CertificateReloader`); this one
-follows the rest — the PostgreSQL DSNs, the embedder's and the extraction model's API keys
-and the Qdrant server's API key — and hands a changed value to whatever holds the old one
+follows the rest — the PostgreSQL DSNs, the embedder's and the extraction model's API keys,
+the Qdrant server's API key and CA — and hands a changed value to whatever holds the old one
 (`on_change`: the pools' connection string, mem0's model clients, the Qdrant clients).
 
 Every `interval` seconds each file is stat'ed (what its path resolves to, inode, size,
@@ -53,6 +53,7 @@ def followed_secrets(cfg: ServiceConfig) -> dict[str, SecretSource]:
         "vectorStore.server.apiKey": cfg.vector_store.server.api_key
         if cfg.vector_store.server
         else None,
+        "vectorStore.server.ca": cfg.vector_store.server.ca if cfg.vector_store.server else None,
         "embedder.apiKey": cfg.embedder.api_key,
         "llm.apiKey": cfg.llm.api_key if cfg.llm else None,
     }

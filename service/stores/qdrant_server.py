@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
@@ -59,6 +60,7 @@ __all__ = [
     "RETIRED_CLIENT_GRACE_S",
     "OfflineBm25",
     "QdrantServerStore",
+    "ca_context",
     "point_id",
     "server_client",
 ]
@@ -146,14 +148,25 @@ class OfflineBm25:
             )
 
 
-def server_client(url: str | None, api_key: str | None) -> QdrantClient:
+def ca_context(ca: str, field: str = "vectorStore.server.ca") -> ssl.SSLContext:
+    """A TLS context that trusts `ca` (PEM) only; ValueError naming `field` when it holds no
+    certificate (never its text)."""
+    try:
+        return ssl.create_default_context(cadata=ca)
+    except (ssl.SSLError, ValueError):
+        raise ValueError(f"{field}: not a PEM CA certificate") from None
+
+
+def server_client(url: str | None, api_key: str | None, ca: str | None = None) -> QdrantClient:
     """A client of the server at `url` with `api_key`, built as mem0's `Qdrant` constructor
-    builds its own from the same two settings (the only ones ServerStoreConfig gives it)."""
+    builds its own, verifying the server's certificate against `ca` (PEM) when given."""
     params: dict[str, Any] = {}
     if api_key:
         params["api_key"] = api_key
     if url:
         params["url"] = url
+    if ca:
+        params["verify"] = ca_context(ca)
     return QdrantClient(**params)
 
 
@@ -221,6 +234,7 @@ class QdrantServerStore(Qdrant):
         replication_factor: int | None = None,
         tokenizer: str = LexicalTokenizer.MULTILINGUAL,
         keyword_search: bool = False,
+        ca: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.tokenizer = LexicalTokenizer(tokenizer)
@@ -230,6 +244,10 @@ class QdrantServerStore(Qdrant):
         self.replication_factor = replication_factor
         self.where = f"Qdrant server at {_without_credentials(str(kwargs.get('url') or ''))}"
         self._url: str | None = None if kwargs.get("client") else kwargs.get("url")
+        self._api_key: str | None = kwargs.get("api_key")
+        self._ca = ca
+        if self._url is not None:  # our client: mem0's would not verify against `ca`
+            kwargs["client"] = server_client(self._url, self._api_key, ca)
         # why calls are refused ("closed", or "closed: its collection was deleted")
         self._closed: str | None = None
         self._retired: dict[int, tuple[QdrantClient, threading.Timer]] = {}
@@ -466,9 +484,27 @@ class QdrantServerStore(Qdrant):
         """Send `api_key` from the next call on: a client built with it replaces the current
         one, which the calls already running keep using and which is closed
         RETIRED_CLIENT_GRACE_S later (or at `close`). Only for a store built from a URL."""
+        self._built_from_url("key")
+        self._api_key = api_key
+        self._new_client()
+
+    def use_ca(self, ca: str) -> None:
+        """Verify the server against `ca` (PEM) from the next call on, as `use_api_key`
+        hands over a key (a renewed CA, re-read from its mounted file)."""
+        self._built_from_url("CA")
+        ca_context(ca)  # refused before anything changes
+        self._ca = ca
+        self._new_client()
+
+    def _built_from_url(self, what: str) -> None:
         if self._url is None:
-            raise ValueError(f"{self.where}: built on a given client, it has no key to change")
-        client = server_client(self._url, api_key)
+            raise ValueError(f"{self.where}: built on a given client, it has no {what} to change")
+
+    def _new_client(self) -> None:
+        """A client with the current key and CA in place of the current one, which the calls
+        already running keep using and which is closed RETIRED_CLIENT_GRACE_S later."""
+        assert self._url is not None
+        client = server_client(self._url, self._api_key, self._ca)
         old, self.client = self.client, client
         timer = threading.Timer(RETIRED_CLIENT_GRACE_S, self._close_retired, (id(old),))
         timer.daemon = True

@@ -7,6 +7,7 @@ replicated collection answering with a peer down."""
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import uuid
 
@@ -77,3 +78,20 @@ def test_three_peers_form_one_cluster_and_a_replicated_collection_survives_a_pee
         reader = cluster.nodes[1].client()
         assert reader.count("replicated", exact=True).count == 30
         assert {str(p.id) for p in reader.retrieve("replicated", ids=ids)} == set(ids)
+
+
+def test_a_port_taken_before_the_first_start_is_picked_again():
+    """free_port() hands a port out and lets it go: another process may take it before the
+    server binds it (Qdrant then logs the error and runs on without that listener)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        qdrant = QdrantServer()
+        qdrant.http_port = taken.getsockname()[1]
+        qdrant._write_config()
+        try:
+            qdrant.start()
+            assert qdrant.http_port != taken.getsockname()[1]
+            assert qdrant.ready()
+        finally:
+            qdrant.close()

@@ -70,6 +70,12 @@ class PKI:
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            # key identifiers, as a real CA's: a verifier holding two CAs of one name (a
+            # rotation's bundle) picks the one that signed by them, not by the name
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(self._ca_key.public_key()),
+                critical=False,
+            )
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
@@ -113,6 +119,10 @@ class PKI:
             .not_valid_after(now + VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._ca_key.public_key()),
+                critical=False,
+            )
         )
         if server_names:
             alt: list[x509.GeneralName] = []
