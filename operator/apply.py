@@ -31,6 +31,7 @@ from memorystore.operator.builders.secrets import (
     backup_key_secret,
     ca_secret,
     keys_secret,
+    qdrant_tls_secret,
     service_key_secret,
     tls_certificate,
     tls_secret,
@@ -370,6 +371,37 @@ async def ensure_tls(
         log.info("%s: writing the serving certificate: %s", where, plan.tls_reason)
         await _write_secret(client, tls_secret(owner, plan.tls_data), tls_existing, True)
     return TLSState(ca_cert=plan.ca_cert)
+
+
+async def ensure_qdrant_tls(
+    client: AsyncClient, owner: Owner, spec: MemoryStoreSpec, owned: bool, now: dt.datetime
+) -> None:
+    """The managed Qdrant's certificate (`<store>-qdrant-tls`), from the store's private CA
+    (`<store>-ca`, created here when the memory service's certificate does not need it),
+    renewed as the memory service's is. Called after `ensure_tls`, which may have just
+    replaced the CA: the CA is read again here."""
+    managed = spec.vector_store.managed
+    if managed is None or not managed.tls:
+        return
+    ns, where = owner.namespace, f"{owner.namespace}/{owner.name}"
+    ca_existing = await get_secret(client, names.ca_secret_name(owner.name), ns)
+    existing = await get_secret(client, names.qdrant_tls_secret_name(owner.name), ns)
+    plan = tls.plan(
+        _secret_text(ca_existing),
+        _secret_text(existing),
+        store=owner.name,
+        dns_names=names.qdrant_dns_names(owner.name, ns),
+        now=now,
+        duration_days=spec.tls.duration_days,
+        renew_before_days=spec.tls.renew_before_days,
+        client_auth=True,
+    )
+    if plan.ca_data is not None:
+        log.info("%s: issuing the store's CA for Qdrant: %s", where, plan.ca_reason)
+        await _write_secret(client, ca_secret(owner, plan.ca_data, owned), ca_existing, owned)
+    if plan.tls_data is not None:
+        log.info("%s: writing Qdrant's certificate: %s", where, plan.tls_reason)
+        await _write_secret(client, qdrant_tls_secret(owner, plan.tls_data), existing, True)
 
 
 async def _ensure_certificate(client: AsyncClient, owner: Owner, spec: MemoryStoreSpec) -> TLSState:

@@ -211,6 +211,14 @@ RULES: dict[str, list[Schema]] = {
             "message": "spec.vectorStore.external.url must start with http:// or https://",
         }
     ],
+    "spec.vectorStore.external": [
+        {
+            "rule": "!has(self.caSecretRef) || self.url.startsWith('https://')",
+            "fieldPath": ".caSecretRef",
+            "message": "spec.vectorStore.external.caSecretRef needs an https:// url: over "
+            "http:// the CA would verify nothing",
+        }
+    ],
     "spec.historyDb": [
         {
             "rule": "has(self.sqlite) != has(self.postgres)",

@@ -35,6 +35,7 @@ PREVIOUS_KEY_VALID_UNTIL_ANNOTATION = "memorystore.dev/previous-key-valid-until"
 # the client ConfigMap carries beside client.yaml.
 BACKUP_SIGNING_KEY = "signing-key"  # the key in the backup-key Secret
 QDRANT_CONFIG_FILE = "config.yaml"  # the key in the Qdrant config Secret
+QDRANT_TLS_ANNOTATION = "memorystore.dev/qdrant-tls"  # on Qdrant's pod template
 TLS_CERT = "tls.crt"
 TLS_KEY = "tls.key"
 CA_CERT = "ca.crt"
@@ -162,9 +163,29 @@ def client_secret_name(store: str) -> str:
     return f"{store}-client"
 
 
-def qdrant_url(store: str, namespace: str) -> str:
-    """The managed Qdrant's HTTP endpoint inside the cluster."""
-    return f"http://{qdrant_service_name(store)}.{namespace}.svc:{QDRANT_HTTP_PORT}"
+def qdrant_url(store: str, namespace: str, tls: bool = True) -> str:
+    """The managed Qdrant's REST endpoint inside the cluster."""
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{qdrant_service_name(store)}.{namespace}.svc:{QDRANT_HTTP_PORT}"
+
+
+def qdrant_tls_secret_name(store: str) -> str:
+    """The managed Qdrant's certificate (kubernetes.io/tls), from the store's CA."""
+    return f"{store}-qdrant-tls"
+
+
+def qdrant_dns_names(store: str, namespace: str) -> list[str]:
+    """The names Qdrant's certificate covers: the Service the memory service calls, and
+    every peer behind the headless Service (peers call each other by those names)."""
+    service, peers = qdrant_service_name(store), qdrant_headless_service_name(store)
+    return [
+        service,  # first: the subject's common name (64 characters at most)
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        f"*.{peers}.{namespace}.svc",
+        f"*.{peers}.{namespace}.svc.cluster.local",
+    ]
 
 
 def memory_endpoint(store: str, namespace: str, tls: bool = True) -> str:

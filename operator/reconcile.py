@@ -214,7 +214,9 @@ async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str,
     # the key backups are signed with; a restored store's is the source store's
     await apply.ensure_backup_key(client, owner, spec, source)
     service_key = await _ensure_service_key(client, body, owner, spec, keys, previous)
-    tls = await apply.ensure_tls(client, owner, spec, owned, dt.datetime.now(dt.UTC))
+    now = dt.datetime.now(dt.UTC)
+    tls = await apply.ensure_tls(client, owner, spec, owned, now)
+    await apply.ensure_qdrant_tls(client, owner, spec, owned, now)
     children = desired_children(
         owner,
         spec,

@@ -1,6 +1,7 @@
-"""The operator's own certificates for a store: a private CA and the memory service's
-serving certificate. Pure functions: no I/O, and the clock comes in as `now`, so every
-renewal decision is unit-tested at any point of a certificate's life.
+"""The operator's own certificates for a store: a private CA, the memory service's serving
+certificate and the managed Qdrant's (server and peer client at once). Pure functions: no
+I/O, and the clock comes in as `now`, so every renewal decision is unit-tested at any point of
+a certificate's life.
 
 The apply layer reads the two Secrets, asks `plan` what must change, and writes only that.
 Keys are generated here (EC P-256) and leave only as the PEM text the plan hands over for a
@@ -119,10 +120,18 @@ def issue_ca(store: str, now: dt.datetime, validity: dt.timedelta = CA_VALIDITY)
 
 
 def issue_serving(
-    ca: Issued, dns_names: Sequence[str], now: dt.datetime, validity: dt.timedelta
+    ca: Issued,
+    dns_names: Sequence[str],
+    now: dt.datetime,
+    validity: dt.timedelta,
+    client_auth: bool = False,
 ) -> Issued:
     """A server certificate for `dns_names`, signed by `ca`, valid for `validity` (never
-    beyond the CA's own expiry: a leaf that outlives its CA fails verification anyway)."""
+    beyond the CA's own expiry: a leaf that outlives its CA fails verification anyway);
+    `client_auth`: also a client's (Qdrant's peers present it to each other, mutual TLS)."""
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH]
+    if client_auth:
+        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
     ca_cert = x509.load_pem_x509_certificate(ca.cert.encode())
     ca_key = _load_key(ca.key)
     if ca_key is None:
@@ -144,7 +153,7 @@ def issue_serving(
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(sign_certs=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
         )
@@ -276,6 +285,7 @@ def plan(
     now: dt.datetime,
     duration_days: int,
     renew_before_days: int,
+    client_auth: bool = False,
 ) -> Plan:
     """What the CA Secret and the serving-certificate Secret must hold after this reconcile.
 
@@ -304,7 +314,7 @@ def plan(
     )
     tls_out: dict[str, str] | None = None
     if tls_reason is not None:
-        serving = issue_serving(Issued(ca_cert, ca_key), dns_names, now, duration)
+        serving = issue_serving(Issued(ca_cert, ca_key), dns_names, now, duration, client_auth)
         tls_out = {TLS_CERT: serving.cert, TLS_KEY: serving.key, CA_CERT: ca_cert}
     elif _text(tls_data, CA_CERT) != ca_cert:
         tls_reason = "its ca.crt is not the store's CA certificate"

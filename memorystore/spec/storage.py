@@ -58,6 +58,13 @@ class ManagedQdrant(Placed):
         "from measurements.",
     )
     image: str | None = Field(None, description="Qdrant image; the chart's default if unset.")
+    tls: bool = Field(
+        True,
+        description="Serve Qdrant's REST, gRPC and peer-to-peer ports over TLS with a "
+        "certificate from the store's CA (Secret `<name>-qdrant-tls`, renewed by the operator), "
+        "which the memory service verifies (the default). false: the API key and every memory "
+        "cross the pod network in clear text.",
+    )
     node_selector: dict[str, LabelValue] = node_selector_field("Qdrant pods")
     tolerations: list[Toleration] = tolerations_field("Qdrant pods")
 
@@ -67,6 +74,12 @@ class ExternalQdrant(Model):
 
     url: str = Field(description="Qdrant URL, e.g. https://qdrant.example:6333.")
     api_key_secret_ref: SecretKeyRef | None = Field(None, description="Qdrant API key.")
+    ca_secret_ref: SecretKeyRef | None = Field(
+        None,
+        description="CA certificate(s), PEM, the server's certificate is verified against "
+        "(an https url), e.g. a private CA's; re-read when the Secret changes. Unset: the "
+        "service image's trust store.",
+    )
 
 
 class EmbeddedEngine(Model):

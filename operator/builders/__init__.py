@@ -84,7 +84,7 @@ def desired_children(
             qdrant_headless_service(owner),
             qdrant_service(owner),
             qdrant_disruption_budget(owner),
-            qdrant_config_secret(owner, keys),
+            qdrant_config_secret(owner, keys, spec),
             qdrant_statefulset(owner, spec, images),
         ]
     children.append(memory_config_map(owner, service_text))

@@ -23,6 +23,7 @@ from memorystore.operator.builders.paths import (
     HISTORY_PATH,
     LLM_KEY_FILE,
     PREVIOUS_SERVICE_KEY_FILE,
+    QDRANT_CA_FILE,
     QDRANT_KEY_FILE,
     SERVICE_KEY_FILE,
     TLS_CERT_FILE,
@@ -56,17 +57,21 @@ def service_config_data(
             vector_store["postgres"]["database"] = {"dsn": {"file": VECTOR_DSN_FILE}}
     elif vs.managed is not None:
         vector_store["server"] = {
-            "url": names.qdrant_url(owner.name, owner.namespace),
+            "url": names.qdrant_url(owner.name, owner.namespace, tls=vs.managed.tls),
             "apiKey": {"file": QDRANT_KEY_FILE},
             # Always written out: a distributed Qdrant's own default is one shard per peer.
             "shardNumber": vs.managed.shards,
             "replicationFactor": vs.managed.replication_factor,
         }
+        if vs.managed.tls:
+            vector_store["server"]["ca"] = {"file": QDRANT_CA_FILE}
     else:
         assert vs.external is not None
         vector_store["server"] = {"url": vs.external.url}
         if vs.external.api_key_secret_ref is not None:
             vector_store["server"]["apiKey"] = {"file": QDRANT_KEY_FILE}
+        if vs.external.ca_secret_ref is not None:
+            vector_store["server"]["ca"] = {"file": QDRANT_CA_FILE}
     embedder = spec.embedder.model_dump(
         by_alias=True, exclude_none=True, mode="json", exclude={"api_key_secret_ref"}
     )
@@ -156,7 +161,7 @@ _SERVICE_EXCLUDE: dict[str, Any] = {
     "api_key": {"generate", "optional"},
     "previous_api_key": {"generate"},
     "vector_store": {
-        "server": {"api_key": {"generate", "optional"}},
+        "server": {"api_key": {"generate", "optional"}, "ca": {"generate", "optional"}},
         "postgres": {"database": {"dsn": {"generate", "optional"}}},
     },
     "history": {"postgres": {"dsn": {"generate", "optional"}}},

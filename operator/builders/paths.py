@@ -42,6 +42,7 @@ BACKUP_SIGNING_KEY_FILE = f"{BACKUP_KEY_DIR}/{names.BACKUP_SIGNING_KEY}"
 SECRETS_DIR = "/var/run/secrets/memorystore"
 SECRET_FILE_MODE = 0o440
 QDRANT_KEY_FILE = f"{SECRETS_DIR}/qdrant-api-key/api-key"  # managed: <store>-keys
+QDRANT_CA_FILE = f"{SECRETS_DIR}/qdrant-ca/ca.crt"  # managed: <store>-qdrant-tls's ca.crt
 EMBEDDER_KEY_FILE = f"{SECRETS_DIR}/embedder-api-key/api-key"
 LLM_KEY_FILE = f"{SECRETS_DIR}/llm-api-key/api-key"
 # The PostgreSQL DSNs (spec.historyDb.postgres, spec.vectorStore.postgres.dsnSecretRef).
@@ -72,6 +73,8 @@ QDRANT_INIT_DIR = "/qdrant/init"  # Qdrant writes an "initialized" marker at sta
 # --config-path: Qdrant reads its settings from files or QDRANT__* variables, and a variable
 # would put the key in the pod's spec.
 QDRANT_CONFIG_DIR = f"{SECRETS_DIR}/qdrant-config"
+QDRANT_TLS_DIR = f"{SECRETS_DIR}/qdrant-tls"  # in the Qdrant pod: <store>-qdrant-tls
+QDRANT_CERT_TTL_SECONDS = 300  # how often Qdrant re-reads a renewed certificate
 QDRANT_CONFIG_FILE = f"{QDRANT_CONFIG_DIR}/{names.QDRANT_CONFIG_FILE}"
 QDRANT_INIT_SIZE_LIMIT = "16Mi"  # one marker file
 QDRANT_TMP_SIZE_LIMIT = "256Mi"  # Qdrant's temporary files go to its storage, not /tmp

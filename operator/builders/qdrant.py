@@ -1,6 +1,7 @@
 """Managed Qdrant (spec.vectorStore.managed): its StatefulSet, the two Services in front, and
-the config file that carries its API key (a Secret mounted as a file: Qdrant reads settings
-from `--config-path` files or QDRANT__* variables, and a variable would show the key)."""
+the config file that carries its API key and TLS settings (a Secret mounted as a file: Qdrant
+reads settings from `--config-path` files or QDRANT__* variables, and a variable would show
+the key). With TLS (the default) REST, gRPC and the peer port serve `<name>-qdrant-tls`."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ from memorystore.operator.builders.common import (
 from memorystore.operator.builders.disruption import spread_over_nodes
 from memorystore.operator.builders.model import Images, Keys, Owner
 from memorystore.operator.builders.paths import (
+    QDRANT_CERT_TTL_SECONDS,
     QDRANT_CONFIG_DIR,
     QDRANT_CONFIG_FILE,
     QDRANT_INIT_DIR,
     QDRANT_INIT_SIZE_LIMIT,
     QDRANT_SNAPSHOTS_DIR,
     QDRANT_STORAGE_DIR,
+    QDRANT_TLS_DIR,
     QDRANT_TMP_SIZE_LIMIT,
     QDRANT_UID,
     SECRET_FILE_MODE,
@@ -36,30 +39,56 @@ from memorystore.operator.builders.paths import (
 from memorystore.spec import DeletionPolicy, MemoryStoreSpec
 
 
-def _qdrant_start_script(owner: Owner) -> str:
+def _qdrant_start_script(owner: Owner, tls: bool) -> str:
     """Start Qdrant in distributed mode: pod 0 founds the cluster, the others join it.
 
     Always distributed (as qdrant-helm), even with one replica, so scaling up later joins
-    new peers to the existing data instead of starting independent, empty stores.
+    new peers to the existing data instead of starting independent, empty stores. With TLS
+    the peers' URIs are https (the peer port serves the store's certificate too).
     """
+    scheme = "https" if tls else "http"
     peers = f"{names.qdrant_headless_service_name(owner.name)}.{owner.namespace}.svc"
-    first = f"http://{names.qdrant_statefulset_name(owner.name)}-0.{peers}:{names.QDRANT_P2P_PORT}"
+    first = (
+        f"{scheme}://{names.qdrant_statefulset_name(owner.name)}-0.{peers}:{names.QDRANT_P2P_PORT}"
+    )
+    self_uri = f"{scheme}://$HOSTNAME.{peers}:{names.QDRANT_P2P_PORT}"
     qdrant = f"./qdrant --config-path {QDRANT_CONFIG_FILE}"
     return (
         f'first="{first}"\n'
         'if [ "${HOSTNAME##*-}" = "0" ]; then\n'
         f'  exec {qdrant} --uri "$first"\n'
         "fi\n"
-        f'exec {qdrant} --bootstrap "$first" --uri "http://$HOSTNAME.{peers}:{names.QDRANT_P2P_PORT}"\n'
+        f'exec {qdrant} --bootstrap "$first" --uri "{self_uri}"\n'
     )
 
 
-def qdrant_config_secret(owner: Owner, keys: Keys) -> dict[str, Any]:
-    """Qdrant's config file with the API key (`service.api_key`), for `--config-path`.
+def qdrant_settings(keys: Keys, tls: bool) -> dict[str, Any]:
+    """What Qdrant's config file holds: the API key and, with TLS, the certificate files of
+    `<name>-qdrant-tls` on REST, gRPC and the peer port (peers verify each other against the
+    store's CA, both ways), re-read every QDRANT_CERT_TTL_SECONDS so a renewal needs no
+    restart."""
+    settings: dict[str, Any] = {"service": {"api_key": keys.qdrant_api_key}}
+    if tls:
+        settings["service"]["enable_tls"] = True
+        settings["cluster"] = {"p2p": {"enable_tls": True}}
+        settings["tls"] = {
+            "cert": f"{QDRANT_TLS_DIR}/{names.TLS_CERT}",
+            "key": f"{QDRANT_TLS_DIR}/{names.TLS_KEY}",
+            "ca_cert": f"{QDRANT_TLS_DIR}/{names.CA_CERT}",
+            "cert_ttl": QDRANT_CERT_TTL_SECONDS,
+        }
+    return settings
 
-    Derived from the keys Secret, which never changes, so it never changes either; owned by
-    the store in every deletionPolicy (the keys Secret is what holds the data's key)."""
-    config = json.dumps({"service": {"api_key": keys.qdrant_api_key}}, sort_keys=True)
+
+def qdrant_config_secret(owner: Owner, keys: Keys, spec: MemoryStoreSpec) -> dict[str, Any]:
+    """Qdrant's config file (`qdrant_settings`), for `--config-path`.
+
+    Derived from the keys Secret, which never changes, and spec.vectorStore.managed.tls;
+    owned by the store in every deletionPolicy (the keys Secret is what holds the data's
+    key)."""
+    managed = spec.vector_store.managed
+    assert managed is not None
+    config = json.dumps(qdrant_settings(keys, managed.tls), sort_keys=True)
     return {
         "apiVersion": "v1",
         "data": {names.QDRANT_CONFIG_FILE: b64(config + "\n")},  # JSON is YAML
@@ -74,8 +103,9 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
     assert managed is not None
     store = owner.name
     selector = names.selector_labels(store, names.QDRANT)
+    tls = managed.tls
     container = {
-        "args": [_qdrant_start_script(owner)],
+        "args": [_qdrant_start_script(owner, tls)],
         "command": ["/bin/sh", "-c"],
         "env": [
             value_env("QDRANT_INIT_FILE_PATH", f"{QDRANT_INIT_DIR}/.qdrant-initialized"),
@@ -88,18 +118,18 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
         "image": managed.image or images.qdrant,
         "imagePullPolicy": "IfNotPresent",
         # /readyz and /livez answer without the API key (Qdrant whitelists them).
-        "livenessProbe": http_probe("/livez", "http", period=10, timeout=3, failures=6),
+        "livenessProbe": http_probe("/livez", "http", period=10, timeout=3, failures=6, https=tls),
         "name": "qdrant",
         "ports": [
             {"containerPort": names.QDRANT_HTTP_PORT, "name": "http", "protocol": "TCP"},
             {"containerPort": names.QDRANT_GRPC_PORT, "name": "grpc", "protocol": "TCP"},
             {"containerPort": names.QDRANT_P2P_PORT, "name": "p2p", "protocol": "TCP"},
         ],
-        "readinessProbe": http_probe("/readyz", "http", period=5, timeout=3, failures=3),
+        "readinessProbe": http_probe("/readyz", "http", period=5, timeout=3, failures=3, https=tls),
         "resources": container_resources(managed.resources),
         "securityContext": RESTRICTED_CONTAINER,
         # Loading large collections from disk can take minutes: up to 10 before liveness.
-        "startupProbe": http_probe("/livez", "http", period=5, timeout=3, failures=120),
+        "startupProbe": http_probe("/livez", "http", period=5, timeout=3, failures=120, https=tls),
         "volumeMounts": [
             {"mountPath": QDRANT_STORAGE_DIR, "name": "storage"},
             # Snapshots on the same claim (a directory beside Qdrant's own), so they survive
@@ -108,7 +138,15 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
             {"mountPath": QDRANT_INIT_DIR, "name": "init"},
             {"mountPath": "/tmp", "name": "tmp"},
             {"mountPath": QDRANT_CONFIG_DIR, "name": "config", "readOnly": True},
+            *([{"mountPath": QDRANT_TLS_DIR, "name": "tls", "readOnly": True}] if tls else []),
         ],
+    }
+    tls_volume = {
+        "name": "tls",
+        "secret": {
+            "defaultMode": SECRET_FILE_MODE,
+            "secretName": names.qdrant_tls_secret_name(store),
+        },
     }
     return {
         "apiVersion": "apps/v1",
@@ -128,7 +166,11 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
             "selector": {"matchLabels": selector},
             "serviceName": names.qdrant_headless_service_name(store),
             "template": {
-                "metadata": {"labels": names.labels(store, names.QDRANT)},
+                "metadata": {
+                    # Qdrant reads its config file at start only: switching TLS rolls the pods
+                    "annotations": {names.QDRANT_TLS_ANNOTATION: str(tls).lower()},
+                    "labels": names.labels(store, names.QDRANT),
+                },
                 "spec": {
                     "affinity": {
                         "podAntiAffinity": {
@@ -159,6 +201,7 @@ def qdrant_statefulset(owner: Owner, spec: MemoryStoreSpec, images: Images) -> d
                                 "secretName": names.qdrant_config_secret_name(store),
                             },
                         },
+                        *([tls_volume] if tls else []),
                     ],
                 },
             },

@@ -23,6 +23,7 @@ from memorystore.operator.builders.paths import (
     EMBEDDER_KEY_FILE,
     HISTORY_DSN_FILE,
     LLM_KEY_FILE,
+    QDRANT_CA_FILE,
     QDRANT_KEY_FILE,
     SECRET_FILE_MODE,
     VECTOR_DSN_FILE,
@@ -56,16 +57,24 @@ class SecretFile:
 
 def service_secret_files(owner: Owner, spec: MemoryStoreSpec) -> list[SecretFile]:
     """Every secret the memory service reads from a Secret key (besides its own key, its
-    certificate and the backup key), in a fixed order. Needs a spec `check_spec` accepted."""
+        certificate and the backup key; a Qdrant CA is no secret but is read and followed the same
+    way), in a fixed order. Needs a spec `check_spec` accepted."""
     files: list[SecretFile] = []
     vs = spec.vector_store
     if vs.managed is not None:
         files.append(
             SecretFile(names.keys_secret_name(owner.name), names.QDRANT_API_KEY, QDRANT_KEY_FILE)
         )
-    elif vs.external is not None and vs.external.api_key_secret_ref is not None:
-        ref = vs.external.api_key_secret_ref
-        files.append(SecretFile(ref.name, ref.key, QDRANT_KEY_FILE))
+        if vs.managed.tls:  # the CA only: the certificate's key stays in the Qdrant pods
+            tls = names.qdrant_tls_secret_name(owner.name)
+            files.append(SecretFile(tls, names.CA_CERT, QDRANT_CA_FILE))
+    elif vs.external is not None:
+        if vs.external.api_key_secret_ref is not None:
+            ref = vs.external.api_key_secret_ref
+            files.append(SecretFile(ref.name, ref.key, QDRANT_KEY_FILE))
+        if vs.external.ca_secret_ref is not None:
+            ref = vs.external.ca_secret_ref
+            files.append(SecretFile(ref.name, ref.key, QDRANT_CA_FILE))
     if spec.embedder.api_key_secret_ref is not None:
         ref = spec.embedder.api_key_secret_ref
         files.append(SecretFile(ref.name, ref.key, EMBEDDER_KEY_FILE))

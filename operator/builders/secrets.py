@@ -18,6 +18,7 @@ __all__ = [
     "backup_key_secret",
     "ca_secret",
     "keys_secret",
+    "qdrant_tls_secret",
     "service_key_secret",
     "tls_certificate",
     "tls_secret",
@@ -121,6 +122,22 @@ def tls_secret(owner: Owner, data: Mapping[str, str]) -> dict[str, Any]:
             "data": {k: b64(v) for k, v in sorted(data.items())},
             "kind": "Secret",
             "metadata": metadata(owner, names.tls_secret_name(owner.name), names.MEMORY_SERVICE),
+            "type": "kubernetes.io/tls",
+        }
+    )
+
+
+def qdrant_tls_secret(owner: Owner, data: Mapping[str, str]) -> dict[str, Any]:
+    """`<name>-qdrant-tls`: the managed Qdrant's certificate (server and peer client), its key
+    and the store's CA, from the operator's private CA whatever spec.tls says (traffic
+    between the store's own pods). Mounted whole in the Qdrant pods; the memory service
+    mounts its ca.crt only. Always owned: re-issued from the CA at will."""
+    return canonical(
+        {
+            "apiVersion": "v1",
+            "data": {k: b64(v) for k, v in sorted(data.items())},
+            "kind": "Secret",
+            "metadata": metadata(owner, names.qdrant_tls_secret_name(owner.name), names.QDRANT),
             "type": "kubernetes.io/tls",
         }
     )

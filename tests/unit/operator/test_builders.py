@@ -481,10 +481,32 @@ def test_managed_service_config_points_at_the_managed_qdrant():
     cfg = service_config(OWNER, spec_of({}))
     server = cfg.vector_store.server
     assert server is not None and cfg.vector_store.embedded is None
-    assert server.url == "http://acme-qdrant.tenants.svc:6333"
+    assert server.url == "https://acme-qdrant.tenants.svc:6333"  # TLS by default
     assert server.api_key is not None and server.api_key.env is None
     assert server.api_key.file == "/var/run/secrets/memorystore/qdrant-api-key/api-key"
+    assert (
+        server.ca is not None and server.ca.file == "/var/run/secrets/memorystore/qdrant-ca/ca.crt"
+    )
     assert cfg.embedder.api_key is None and cfg.llm is None
+
+
+def test_a_managed_qdrant_without_tls_is_plain_http_end_to_end():
+    spec = spec_of({"vectorStore": {"managed": {"tls": False}}})
+    server = service_config(OWNER, spec).vector_store.server
+    assert server is not None and server.url == "http://acme-qdrant.tenants.svc:6333"
+    assert server.ca is None
+    children = desired_children(OWNER, spec, IMAGES, KEYS, ca_cert=CA_CERT)
+    sts = find(children, "StatefulSet", "acme-qdrant")
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert "http://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335" in container["args"][0]
+    assert "tls" not in {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]}
+    secret = find(children, "Secret", "acme-qdrant-config")
+    text = base64.b64decode(secret["data"]["config.yaml"]).decode()
+    assert yaml.safe_load(text) == {"service": {"api_key": KEYS.qdrant_api_key}}
+    deploy = find(children, "Deployment", "acme-memory")
+    volumes = {v["name"] for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert "qdrant-ca" not in volumes
 
 
 def test_external_service_config_uses_the_keys_only_where_refs_are_given():
@@ -556,6 +578,8 @@ def test_memory_deployment_reads_each_secret_from_its_own_file():
     assert _env(container) == {"HOME": "/tmp", "MEM0_TELEMETRY": "False"}
     assert _secret_files(pod) == {
         f"{secrets}/qdrant-api-key/api-key": ("acme-keys", "qdrant-api-key"),
+        # the CA of Qdrant's certificate only: its key stays in the Qdrant pods
+        f"{secrets}/qdrant-ca/ca.crt": ("acme-qdrant-tls", "ca.crt"),
     }
     external = find(children_of("external-openai"), "Deployment", "acme-memory")
     pod = external["spec"]["template"]["spec"]
@@ -653,16 +677,29 @@ def test_qdrant_statefulset_shape():
         "grpc": 6334,
         "p2p": 6335,
     }
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
-    assert "startupProbe" in container
+    https = {"port": "http", "scheme": "HTTPS"}  # kubelet does not verify: no CA needed
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", **https}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", **https}
+    assert container["startupProbe"]["httpGet"] == {"path": "/livez", **https}
     assert not [e for e in container["env"] if "valueFrom" in e or "API_KEY" in e["name"]]
     # the key comes from a config file (--config-path) in the Secret the keys make
     config = "/var/run/secrets/memorystore/qdrant-config/config.yaml"
     assert f"./qdrant --config-path {config}" in container["args"][0]
     secret = find(children, "Secret", "acme-qdrant-config")
     text = base64.b64decode(secret["data"]["config.yaml"]).decode()
-    assert yaml.safe_load(text) == {"service": {"api_key": KEYS.qdrant_api_key}}
+    tls_dir = "/var/run/secrets/memorystore/qdrant-tls"
+    assert yaml.safe_load(text) == {
+        "service": {"api_key": KEYS.qdrant_api_key, "enable_tls": True},
+        "cluster": {"p2p": {"enable_tls": True}},
+        "tls": {
+            "cert": f"{tls_dir}/tls.crt",
+            "key": f"{tls_dir}/tls.key",
+            "ca_cert": f"{tls_dir}/ca.crt",
+            "cert_ttl": 300,
+        },
+    }
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert annotations == {"memorystore.dev/qdrant-tls": "true"}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts == {
         "/qdrant/storage": {"mountPath": "/qdrant/storage", "name": "storage"},
@@ -679,8 +716,10 @@ def test_qdrant_statefulset_shape():
             "name": "config",
             "readOnly": True,
         },
+        tls_dir: {"mountPath": tls_dir, "name": "tls", "readOnly": True},
     }
     volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"] == {"defaultMode": 0o440, "secretName": "acme-qdrant-tls"}
     assert volumes["init"]["emptyDir"] == {"sizeLimit": "16Mi"}
     assert volumes["tmp"]["emptyDir"] == {"sizeLimit": "256Mi"}
     assert volumes["config"]["secret"] == {"defaultMode": 0o440, "secretName": "acme-qdrant-config"}
@@ -704,7 +743,7 @@ def test_qdrant_peers_find_pod_zero_through_the_headless_service():
     sts = find(children_of("managed-default"), "StatefulSet", "acme-qdrant")
     (container,) = sts["spec"]["template"]["spec"]["containers"]
     script = container["args"][0]
-    assert "http://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335" in script
+    assert "https://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335" in script
     assert "--bootstrap" in script
 
 
@@ -1309,3 +1348,21 @@ def test_more_copies_than_qdrant_replicas_are_refused_naming_both_fields():
         "Qdrant replica"
     )
     check_spec(OWNER, spec_of(SAMPLES["redundant"]))
+
+
+def test_an_external_qdrants_ca_is_mounted_as_a_file_the_config_names():
+    spec = spec_of(
+        {
+            "vectorStore": {
+                "external": {
+                    "url": "https://qdrant.example.com:6333",
+                    "caSecretRef": {"name": "corp-ca", "key": "ca.pem"},
+                }
+            }
+        }
+    )
+    server = service_config(OWNER, spec).vector_store.server
+    assert server is not None and server.ca is not None
+    pod = find(desired_children(OWNER, spec, IMAGES, KEYS, ca_cert=CA_CERT), "Deployment",
+               "acme-memory")["spec"]["template"]["spec"]  # fmt: skip
+    assert _secret_files(pod) == {server.ca.file: ("corp-ca", "ca.pem")}

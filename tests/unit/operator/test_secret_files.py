@@ -119,7 +119,11 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         external: dict[str, Any] = {"url": "https://qdrant.example.com:6333"}
         if draw(st.booleans()):
             external["apiKeySecretRef"] = draw(refs)
+        if draw(st.booleans()):
+            external["caSecretRef"] = draw(refs)
         raw["vectorStore"] = {"external": external}
+    elif tier == "managed" and draw(st.booleans()):
+        raw["vectorStore"] = {"managed": {"tls": False}}
     elif tier == "postgres":
         vectors: dict[str, Any] = {}
         if history == "sqlite" or draw(st.booleans()):
@@ -197,6 +201,7 @@ def test_every_builder_output_keeps_secrets_in_files_only(raw: dict[str, Any], g
     assert "env:" not in text
     sources = [
         config.vector_store.server.api_key if config.vector_store.server else None,
+        config.vector_store.server.ca if config.vector_store.server else None,
         config.embedder.api_key,
         config.llm.api_key if config.llm else None,
         config.history.postgres.dsn if config.history.postgres else None,
@@ -214,6 +219,7 @@ def test_the_qdrant_config_secret_holds_the_key_and_nothing_reads_it_from_the_en
     children = desired_children(OWNER, MemoryStoreSpec.model_validate({}), Images(), generated)
     (secret,) = [o for o in children if o["metadata"]["name"] == "acme-qdrant-config"]
     config = yaml.safe_load(base64.b64decode(secret["data"]["config.yaml"]))
-    assert config == {"service": {"api_key": "q" * 43}}
+    assert config["service"] == {"api_key": "q" * 43, "enable_tls": True}
+    assert set(config) == {"service", "cluster", "tls"}  # TLS: file paths, no key material
     (sts,) = [o for o in children if o["kind"] == "StatefulSet"]
     assert_no_secret_in_env(sts)

@@ -105,6 +105,30 @@ def test_the_serving_certificate_names_the_service_and_is_signed_by_the_ca(
     assert problem(ca, serving) is None
 
 
+def test_qdrants_certificate_covers_the_service_and_every_peer_both_ways(ca: tls.Issued):
+    """Qdrant's peers present their certificate to each other (mutual TLS on the peer port),
+    so it is a client's too; one wildcard covers every pod behind the headless Service."""
+    plan = tls.plan(
+        {names.CA_CERT: ca.cert, names.CA_KEY: ca.key},
+        None,
+        store="acme",
+        dns_names=names.qdrant_dns_names("acme", "tenants"),
+        now=NOW,
+        duration_days=90,
+        renew_before_days=30,
+        client_auth=True,
+    )
+    assert plan.ca_data is None and plan.tls_data is not None, "the store's CA signs it"
+    c = cert(plan.tls_data[names.TLS_CERT])
+    c.verify_directly_issued_by(cert(ca.cert))
+    sans = c.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "*.acme-qdrant-headless.tenants.svc" in sans.get_values_for_type(x509.DNSName)
+    assert "acme-qdrant.tenants.svc" in sans.get_values_for_type(x509.DNSName)
+    eku = c.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert plan.tls_data[names.CA_CERT] == ca.cert
+
+
 def test_a_serving_certificate_never_outlives_its_ca():
     short_ca = tls.issue_ca("acme", NOW, validity=10 * DAY)
     leaf = tls.issue_serving(short_ca, DNS, NOW, DURATION)
