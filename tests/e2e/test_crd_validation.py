@@ -89,6 +89,7 @@ def test_minimal_memorystore_gets_the_model_defaults_from_the_server(
             "storage": {"size": "1Gi"},
             # requests and limits by default (memorystore/spec/sizing.py)
             "resources": {"requests": QDRANT_REQUESTS, "limits": QDRANT_LIMITS},
+            "tls": True,
             "nodeSelector": {},
             "tolerations": [],
         },
@@ -515,6 +516,15 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "external-ftp-url",
         {"vectorStore": {"external": {"url": "ftp://x"}}},
         "spec.vectorStore.external.url must start with http:// or https://",
+    ),
+    (
+        "external-ca-over-http",
+        {
+            "vectorStore": {
+                "external": {"url": "http://q:6333", "caSecretRef": {"name": "c", "key": "ca"}}
+            }
+        },
+        "spec.vectorStore.external.caSecretRef needs an https:// url",
     ),
     (
         "tls-renew-equals-duration",

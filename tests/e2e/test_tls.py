@@ -136,6 +136,13 @@ def test_the_operator_issues_verifies_and_renews_the_serving_certificate(
     leaf.verify_directly_issued_by(cert(ca["ca.crt"]))
     sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == names.memory_dns_names(store, namespace)
+    # the managed Qdrant's certificate: the same CA, for its Service and every peer
+    qdrant_tls = decoded(secret(kube, namespace, names.qdrant_tls_secret_name(store)))
+    assert qdrant_tls["ca.crt"] == ca["ca.crt"]
+    peer = cert(qdrant_tls["tls.crt"])
+    peer.verify_directly_issued_by(cert(ca["ca.crt"]))
+    peer_sans = peer.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert peer_sans.get_values_for_type(x509.DNSName) == names.qdrant_dns_names(store, namespace)
     assert (
         tls.serving_problem(
             served["tls.crt"],
@@ -167,7 +174,12 @@ def test_the_operator_issues_verifies_and_renews_the_serving_certificate(
     assert [i["key"] for i in volumes["tls"]["secret"]["items"]] == ["tls.crt", "tls.key"]
     (container,) = pod["containers"]
     assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
-    assert names.ca_secret_name(store) not in json.dumps(deployment)
+    mounted = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert names.ca_secret_name(store) not in mounted  # the CA's key stays in its Secret
+    assert names.qdrant_tls_secret_name(store) in mounted  # Qdrant's ca.crt, to verify it
+    (qdrant_ca,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") ==
+                    names.qdrant_tls_secret_name(store)]  # fmt: skip
+    assert [i["key"] for i in qdrant_ca["secret"]["items"]] == ["ca.crt"]
     service = kube.get("service", names.memory_service_name(store), "-n", namespace)
     assert service["spec"]["ports"][0]["name"] == "https"
 
@@ -248,7 +260,9 @@ def test_the_operator_issues_verifies_and_renews_the_serving_certificate(
 def test_tls_off_serves_plain_http_and_issues_nothing(
     kube: Kube, namespace: str, metrics_port: int
 ):
-    create_store(kube, namespace, "plain", "{tls: {enabled: false}}")
+    # Qdrant's own TLS off too: with it, the store's CA would exist for Qdrant's certificate
+    spec = "{tls: {enabled: false}, vectorStore: {managed: {tls: false}}}"
+    create_store(kube, namespace, "plain", spec)
     ready = wait_for(
         lambda: (
             status(kube, namespace, "plain").get("phase") == "Ready"
@@ -294,9 +308,9 @@ def test_the_cert_manager_path_from_missing_to_issued_and_back(
     kube: Kube, namespace: str, metrics_port: int, cert_manager_api: None, operator_log: Path
 ):
     store = "cm"
-    spec = (
+    spec = (  # Qdrant's TLS off: the operator's own CA would otherwise sign its certificate
         "{tls: {issuerRef: {name: tenant-ca, kind: ClusterIssuer}, "
-        "durationDays: 30, renewBeforeDays: 10}}"
+        "durationDays: 30, renewBeforeDays: 10}, vectorStore: {managed: {tls: false}}}"
     )
     create_store(kube, namespace, store, spec)
 
