@@ -46,7 +46,33 @@ class QdrantError(RuntimeError):
     """The server could not start or stop; the message holds its log's tail."""
 
 
-class QdrantServer:
+class _Running:
+    """`with` starts it and closes it; a start that fails closes what it started."""
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class QdrantServer(_Running):
     """`with QdrantServer() as qdrant:` → `qdrant.url`, `qdrant.api_key`, `qdrant.ca`
     (the CA file when `tls`), `qdrant.client()`. `bootstrap` is the first peer's `p2p_uri`
     (QdrantCluster passes it); `pki` a CA shared by a cluster's peers; `reissue` rotates the
@@ -278,21 +304,8 @@ class QdrantServer:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _start(self) -> None:
+        self.start()
 
     def close(self) -> None:
         self.stop()
@@ -300,7 +313,7 @@ class QdrantServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-class QdrantCluster:
+class QdrantCluster(_Running):
     """Three (or `size`) peers on loopback, bootstrapped as the StatefulSet bootstraps pod 0
     and the others; one key and, with `tls`, one CA for all of them."""
 
@@ -346,27 +359,14 @@ class QdrantCluster:
             + "\n".join(n.log_tail(10) for n in self.nodes)
         )
 
-    def __enter__(self) -> Self:
-        try:
-            self.nodes[0].start()
-            for node in self.nodes[1:]:
-                node.bootstrap = self.nodes[0].p2p_uri  # its ports, as finally taken
-                node.start(wait=False)
-            for node in self.nodes[1:]:
-                node.wait_ready()
-            self.wait_peers()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _start(self) -> None:
+        self.nodes[0].start()
+        for node in self.nodes[1:]:
+            node.bootstrap = self.nodes[0].p2p_uri  # its ports, as finally taken
+            node.start(wait=False)
+        for node in self.nodes[1:]:
+            node.wait_ready()
+        self.wait_peers()
 
     def close(self) -> None:
         for node in self.nodes:

@@ -66,6 +66,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("memorystore.service")
+# mem0's Qdrant store logs every insert at INFO ("Inserting 1 vectors into collection …"): a
+# line per memory written, nothing an operator acts on
+logging.getLogger("mem0.vector_stores.qdrant").setLevel(logging.WARNING)
 # how long a client replaced by `use_api_key` stays open for the calls already running on it:
 # far beyond qdrant-client's REST timeout (5 s unless configured) and one scroll batch
 RETIRED_CLIENT_GRACE_S = 60.0
