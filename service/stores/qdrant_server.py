@@ -2,17 +2,21 @@
 
 Why a subclass of mem0's `Qdrant` store rather than a store of our own: mem0's store already
 speaks to a server through qdrant-client, gives the collection a `bm25` sparse slot (IDF
-computed by the server) and is what mem0 is tested against. What it lacks is added here: an
-offline BM25 encoder (mem0's is fastembed, a model download), the service's identity rules in
-its filters, the cosine look-up, facet counts, exact counts, re-indexing, backups' scroll, and
-the managed collection layout. That means overriding mem0 internals: this module is the one
-place besides `engine/mem0_seam.py` that touches them; the seam's docstring lists each and
-`tests/unit/service/engine/test_mem0_seam.py` checks them against the installed mem0.
+computed by the server) and writes and searches as mem0 is tested. What it lacks is added
+here, held to the contract every store keeps (tests/integration/test_store_contract.py, on a
+real server): the engine's filter translation (stores/server_filters.py), the embedded
+store's payload indexes, ids, results and errors, an offline BM25 encoder (mem0's is
+fastembed, a model download), the cosine look-up, facet and exact counts, re-indexing,
+backups' scroll, the managed collection layout, TLS against a given CA, and StoreUnavailable
+(a 503) for every call the server does not answer. That means overriding mem0 internals: this
+module is the one place besides `engine/mem0_seam.py` that touches them; the seam's
+docstring lists each and `tests/unit/service/engine/test_mem0_seam.py` checks them against
+the installed mem0.
 
-The server's API key can change while the service runs (a mounted Secret re-read by
-ops/secret_files.py): qdrant-client fixes the key when a client is built, so `use_api_key`
-builds another client, as mem0's constructor does, and swaps it in; calls already running
-finish on the old one, which is closed a grace period later (or at `close`).
+The server's API key and CA can change while the service runs (mounted files re-read by
+ops/secret_files.py): qdrant-client fixes both when a client is built, so `use_api_key` and
+`use_ca` build another client and swap it in; calls already running finish on the old one,
+which is closed a grace period later (or at `close`).
 """
 
 from __future__ import annotations

@@ -44,6 +44,12 @@ def add_and_find(service: ServiceThread, user: str, text: str) -> None:
         assert text in [r["memory"] for r in found.json()["results"]]
 
 
+def followed(service: ServiceThread, changes: int) -> None:
+    """Until the service has handed `changes` new secret values over (ops/secret_files.py)."""
+    files = service.app.state.services.secret_files
+    wait_for(lambda: files.reloads >= changes, timeout=30, every=0.2)
+
+
 @pytest.fixture(scope="module")
 def tls_qdrant() -> QdrantServer:
     with QdrantServer(tls=True, cert_ttl=1) as qdrant:
@@ -127,14 +133,15 @@ def test_a_renewed_ca_and_certificate_reach_both_sides_without_a_failed_request(
                 staged = ca_file.with_suffix(".new")
                 staged.write_text(bundle)
                 staged.replace(ca_file)
-                time.sleep(7)  # the secret files are stat'ed every 5 s
+                followed(service, 1)  # the secret files are stat'ed every 5 s
                 # 2. the server's certificate is re-issued by the new CA, in place
                 qdrant.reissue(new)
                 time.sleep(3)  # Qdrant re-reads it after cert_ttl (1 s)
                 # 3. the old CA is dropped: only the new one verifies the server now
                 staged.write_text(new.ca.cert.read_text())
                 staged.replace(ca_file)
-                time.sleep(7)
+                followed(service, 2)
+                time.sleep(1)  # searches on the new CA alone
             finally:
                 stop.set()
                 reader.join(timeout=60)
