@@ -17,6 +17,7 @@ Not a product component: the service only ever receives a URL, a key file and a 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -32,6 +33,7 @@ from typing import Any, Self
 
 import httpx
 
+from memorystore.config import SecretSource, ServerQdrant
 from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.pki import PKI, Pair
 from memorystore_dev.vendor import qdrant_binary
@@ -138,13 +140,31 @@ class QdrantServer(_Running):
     def key_file(self) -> Path:
         """The API key as a file, the way the service reads it (a mounted Secret)."""
         path = self.root / "api-key"
-        path.write_text(self.api_key + "\n")
-        path.chmod(0o600)
+        if not path.exists():
+            path.write_text(self.api_key + "\n")
+            path.chmod(0o600)
         return path
 
+    def service_config(self, ca: Path | None = None, **fields: Any) -> ServerQdrant:
+        """What the memory service is given to reach this server (`vectorStore.server`): its
+        URL, the key as a file and, with TLS, the CA as a file (`ca` another one); `fields`
+        are the layout's (shard_number, replication_factor)."""
+        ca = ca if ca is not None else self.ca
+        return ServerQdrant(
+            url=self.url,
+            api_key=SecretSource(file=str(self.key_file())),
+            ca=SecretSource(file=str(ca)) if ca is not None else None,
+            **fields,
+        )
+
+    @functools.cached_property
+    def _context(self) -> ssl.SSLContext | None:
+        return ssl.create_default_context(cafile=str(self.ca)) if self.ca is not None else None
+
     def verify(self) -> ssl.SSLContext | bool:
-        """What a client verifies the server with: the CA when `tls`."""
-        return ssl.create_default_context(cafile=str(self.ca)) if self.ca is not None else True
+        """What a client verifies the server with: the CA when `tls` (one context, built once:
+        `ready` polls with it)."""
+        return self._context or True
 
     def client(self, timeout: float = 30.0) -> Any:
         """A qdrant-client QdrantClient for this server (REST, the key, the CA)."""
@@ -339,6 +359,10 @@ class QdrantCluster(_Running):
     @property
     def url(self) -> str:
         return self.nodes[0].url
+
+    def service_config(self, **fields: Any) -> ServerQdrant:
+        """`QdrantServer.service_config` of the first peer (the others share its key and CA)."""
+        return self.nodes[0].service_config(**fields)
 
     def peers(self, node: int = 0) -> int:
         """How many peers `node` sees in the cluster (its /cluster answer)."""

@@ -78,11 +78,8 @@ def write_config(
     elif tier == "managed":
         if qdrant is None:
             raise ValueError("the managed tier needs a Qdrant server")
-        key = directory / "qdrant-api-key"
-        key.write_text(qdrant.api_key)
-        key.chmod(0o600)
         vectors = {
-            "server": {"url": qdrant.url, "apiKey": {"file": str(key)}},
+            "server": {"url": qdrant.url, "apiKey": {"file": str(qdrant.key_file())}},
             "collection": f"replicas-{directory.name}"[:64],
         }
     config: dict[str, object] = {

@@ -113,34 +113,33 @@ def ca_secret(owner: Owner, data: Mapping[str, str], owned: bool) -> dict[str, A
     )
 
 
-def tls_secret(owner: Owner, data: Mapping[str, str]) -> dict[str, Any]:
-    """`<name>-tls`: the serving certificate, its key and the CA (kubernetes.io/tls, the
-    layout cert-manager writes too). Always owned: it is re-issued from the CA at will."""
+def _certificate_secret(
+    owner: Owner, name: str, component: str, data: Mapping[str, str]
+) -> dict[str, Any]:
+    """A certificate, its key and the CA (kubernetes.io/tls, the layout cert-manager writes
+    too). Always owned: it is re-issued from the CA at will."""
     return canonical(
         {
             "apiVersion": "v1",
             "data": {k: b64(v) for k, v in sorted(data.items())},
             "kind": "Secret",
-            "metadata": metadata(owner, names.tls_secret_name(owner.name), names.MEMORY_SERVICE),
+            "metadata": metadata(owner, name, component),
             "type": "kubernetes.io/tls",
         }
     )
+
+
+def tls_secret(owner: Owner, data: Mapping[str, str]) -> dict[str, Any]:
+    """`<name>-tls`: the memory service's serving certificate."""
+    return _certificate_secret(owner, names.tls_secret_name(owner.name), names.MEMORY_SERVICE, data)
 
 
 def qdrant_tls_secret(owner: Owner, data: Mapping[str, str]) -> dict[str, Any]:
     """`<name>-qdrant-tls`: the managed Qdrant's certificate (server and peer client), its key
     and the store's CA, from the operator's private CA whatever spec.tls says (traffic
     between the store's own pods). Mounted whole in the Qdrant pods; the memory service
-    mounts its ca.crt only. Always owned: re-issued from the CA at will."""
-    return canonical(
-        {
-            "apiVersion": "v1",
-            "data": {k: b64(v) for k, v in sorted(data.items())},
-            "kind": "Secret",
-            "metadata": metadata(owner, names.qdrant_tls_secret_name(owner.name), names.QDRANT),
-            "type": "kubernetes.io/tls",
-        }
-    )
+    mounts its ca.crt only."""
+    return _certificate_secret(owner, names.qdrant_tls_secret_name(owner.name), names.QDRANT, data)
 
 
 def tls_certificate(owner: Owner, spec: MemoryStoreSpec) -> dict[str, Any]:

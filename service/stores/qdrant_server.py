@@ -197,6 +197,7 @@ class _Guarded:
             except UNREACHABLE as exc:
                 raise self._unavailable(exc) from None
 
+        setattr(self, name, call)  # wrapped once: later look-ups find it without this
         return call
 
 
@@ -320,12 +321,10 @@ class QdrantServerStore(Qdrant):
                 )
                 self._has_bm25_slot = True
             self._create_payload_indexes()
-        except UNREACHABLE as exc:
+        except StoreUnavailable as exc:  # the guarded client's (every call goes through it)
             if not self._constructing:
-                raise self.unavailable(exc) from None
-            log.warning(
-                "%s: the collection is created once the server answers", self.unavailable(exc)
-            )
+                raise
+            log.warning("%s: the collection is created once the server answers", exc)
 
     def _check_dimension(self, vectors: Any, size: int) -> None:
         dense = vectors.get("") if isinstance(vectors, dict) else vectors
@@ -476,12 +475,6 @@ class QdrantServerStore(Qdrant):
                 return
 
     def count(self, filters: Filters | None = None) -> int:
-        try:
-            return self._count(filters)
-        except UNREACHABLE as exc:
-            raise self.unavailable(exc) from None
-
-    def _count(self, filters: Filters | None = None) -> int:
         flt = self._create_filter(filters) if filters else None
         return self.client.count(self.collection_name, count_filter=flt, exact=True).count
 

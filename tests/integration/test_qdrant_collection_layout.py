@@ -22,9 +22,7 @@ from memorystore_dev.qdrant import QdrantServer
 
 def config(tmp_path: Path, qdrant: QdrantServer, collection: str, **layout: Any) -> Any:
     """The vector store's mem0 config exactly as the service builds it from its config file."""
-    key = tmp_path / "qdrant-api-key"
-    key.write_text(qdrant.api_key)
-    server = {"url": qdrant.url, "apiKey": {"file": str(key)}, **layout}
+    server = {"url": qdrant.url, "apiKey": {"file": str(qdrant.key_file())}, **layout}
     cfg = ServiceConfig.model_validate(
         {
             "dataDir": str(tmp_path),

@@ -22,7 +22,7 @@ from typing import Protocol
 import httpx
 import pytest
 
-from memorystore.config import SecretSource, ServerQdrant, ServiceConfig, ServiceVectorStore
+from memorystore.config import ServerQdrant, ServiceConfig, ServiceVectorStore
 from memorystore.service.app import create_app
 from memorystore.service.ops.runner import ServiceThread, UvicornThread, embedded_config
 from memorystore_dev.qdrant import QdrantCluster, QdrantServer
@@ -48,18 +48,14 @@ class Endpoint:
     api_key: str
 
 
-def managed_config(tmp_path: Path, url: str, api_key: str, **server: object) -> ServiceConfig:
-    """The service on a Qdrant server, its key in a 0600 file as a mounted Secret is."""
-    key = tmp_path / "qdrant-api-key"
-    key.write_text(api_key)
-    key.chmod(0o600)
-    qdrant = ServerQdrant(url=url, api_key=SecretSource(file=str(key)), **server)  # type: ignore[arg-type]
-    return embedded_config(tmp_path / "data", vector_store=ServiceVectorStore(server=qdrant))
+def managed_config(tmp_path: Path, server: ServerQdrant) -> ServiceConfig:
+    """The service on a Qdrant server (its key a 0600 file, as a mounted Secret is)."""
+    return embedded_config(tmp_path / "data", vector_store=ServiceVectorStore(server=server))
 
 
-def managed_service(tmp_path: Path, url: str, api_key: str, **server: object) -> ServiceThread:
-    """The service, started and ready (its collection created) on the server at `url`."""
-    return ServiceThread(managed_config(tmp_path, url, api_key, **server))
+def managed_service(tmp_path: Path, server: ServerQdrant) -> ServiceThread:
+    """The service, started and ready (its collection created) on `server`."""
+    return ServiceThread(managed_config(tmp_path, server))
 
 
 def readyz(service: Service) -> httpx.Response:
@@ -129,7 +125,7 @@ def wait_ready(service: Service, timeout: float = 90) -> None:
 
 def test_a_server_that_comes_later_is_named_then_used_without_a_restart(tmp_path):
     qdrant = QdrantServer()  # ports and key chosen, not started
-    cfg = managed_config(tmp_path, qdrant.url, qdrant.api_key)
+    cfg = managed_config(tmp_path, qdrant.service_config())
     api_key = cfg.api_key.resolve("apiKey").get_secret_value()
     try:
         with UvicornThread(create_app(cfg)) as server:  # serves before its store is ready
@@ -156,7 +152,7 @@ def _named(response: httpx.Response) -> httpx.Response | None:
 
 @pytest.mark.parametrize("how", ["stop", "kill"])
 def test_a_restart_under_eight_writers_loses_no_acknowledged_write(tmp_path, how):
-    with QdrantServer() as qdrant, managed_service(tmp_path, qdrant.url, qdrant.api_key) as service:
+    with QdrantServer() as qdrant, managed_service(tmp_path, qdrant.service_config()) as service:
         wait_ready(service)
         with writers(service) as (acked, refused, _):
             wait_for(lambda: sum(map(len, acked.values())) >= 40, timeout=120)
@@ -178,7 +174,7 @@ def test_a_cluster_with_two_copies_keeps_answering_while_a_peer_is_down(tmp_path
     with (
         QdrantCluster(3) as cluster,
         managed_service(
-            tmp_path, cluster.url, cluster.api_key, shard_number=3, replication_factor=2
+            tmp_path, cluster.service_config(shard_number=3, replication_factor=2)
         ) as service,
     ):
         wait_ready(service)

@@ -13,8 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memorystore.config import ConfigError, SecretSource, ServerQdrant, ServiceVectorStore
-from memorystore.service.ops.runner import ServiceThread, embedded_config
+from memorystore.config import ConfigError, ServerQdrant, ServiceConfig, ServiceVectorStore
+from memorystore.service.app import create_app
+from memorystore.service.ops.runner import ServiceThread, UvicornThread, embedded_config
 from memorystore_dev.devcluster.pki import PKI
 from memorystore_dev.qdrant import QdrantServer
 from support.waiting import wait_for
@@ -22,15 +23,9 @@ from support.waiting import wait_for
 pytestmark = pytest.mark.timeout(300)
 
 
-def tls_config(tmp_path: Path, qdrant: QdrantServer, ca_pem: str | None) -> object:
-    key = tmp_path / "qdrant-api-key"
-    key.write_text(qdrant.api_key)
-    key.chmod(0o600)
-    ca = None
-    if ca_pem is not None:
-        (tmp_path / "qdrant-ca.crt").write_text(ca_pem)
-        ca = SecretSource(file=str(tmp_path / "qdrant-ca.crt"))
-    server = ServerQdrant(url=qdrant.url, api_key=SecretSource(file=str(key)), ca=ca)
+def tls_config(tmp_path: Path, qdrant: QdrantServer, ca: Path) -> ServiceConfig:
+    """The service on `qdrant`, verifying it against the CA in the file `ca`."""
+    server = qdrant.service_config(ca=ca)
     return embedded_config(tmp_path / "data", vector_store=ServiceVectorStore(server=server))
 
 
@@ -58,18 +53,15 @@ def tls_qdrant() -> QdrantServer:
 
 def test_the_service_verifies_the_server_against_the_ca_it_is_given(tmp_path, tls_qdrant):
     assert tls_qdrant.ca is not None
-    cfg = tls_config(tmp_path, tls_qdrant, tls_qdrant.ca.read_text())
-    with ServiceThread(cfg) as service:  # type: ignore[arg-type]
+    cfg = tls_config(tmp_path, tls_qdrant, tls_qdrant.ca)
+    with ServiceThread(cfg) as service:
         add_and_find(service, "alice", "I keep bees in Porto")
 
 
 def test_a_server_it_cannot_verify_is_named_in_readyz_not_trusted(tmp_path, tls_qdrant):
     other = PKI(tmp_path / "other-ca")  # a CA that did not sign the server's certificate
-    cfg = tls_config(tmp_path, tls_qdrant, other.ca.cert.read_text())
-    from memorystore.service.app import create_app
-    from memorystore.service.ops.runner import UvicornThread
-
-    with UvicornThread(create_app(cfg)) as server:  # type: ignore[arg-type]
+    cfg = tls_config(tmp_path, tls_qdrant, other.ca.cert)
+    with UvicornThread(create_app(cfg)) as server:
         refused = wait_for(
             lambda: (
                 (r := httpx.get(f"{server.url}/readyz", timeout=10)).status_code == 503
@@ -106,7 +98,9 @@ def test_a_renewed_ca_and_certificate_reach_both_sides_without_a_failed_request(
     with QdrantServer(tls=True, cert_ttl=1) as qdrant:
         assert qdrant.ca is not None
         old_ca = qdrant.ca.read_text()
-        cfg = tls_config(tmp_path, qdrant, old_ca)
+        ca_file = tmp_path / "qdrant-ca.crt"  # the file the operator's Secret would update
+        ca_file.write_text(old_ca)
+        cfg = tls_config(tmp_path, qdrant, ca_file)
         with ServiceThread(cfg) as service:
             add_and_find(service, "bob", "my sister lives in Oslo")
             failures: list[str] = []
@@ -129,7 +123,6 @@ def test_a_renewed_ca_and_certificate_reach_both_sides_without_a_failed_request(
                 #    writes it before it renews the server's certificate)
                 new = PKI(tmp_path / "new-ca")
                 bundle = old_ca + new.ca.cert.read_text()
-                ca_file = tmp_path / "qdrant-ca.crt"
                 staged = ca_file.with_suffix(".new")
                 staged.write_text(bundle)
                 staged.replace(ca_file)

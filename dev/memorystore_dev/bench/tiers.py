@@ -20,7 +20,6 @@ from memorystore.config import (
     PostgresConnection,
     PostgresVectors,
     SecretSource,
-    ServerQdrant,
     ServiceConfig,
     ServiceHistory,
     ServiceVectorStore,
@@ -78,17 +77,11 @@ class Tiers:
         if tier == "embedded":
             return embedded_config(data_dir, **fields)
         if tier == "managed" and self._qdrant is not None:
-            data_dir.mkdir(parents=True, exist_ok=True)
-            key = data_dir / "qdrant-api-key"
-            key.write_text(self._qdrant.api_key)
-            key.chmod(0o600)
-            server = ServerQdrant(url=self._qdrant.url, api_key=SecretSource(file=str(key)))
             collection = f"bench_{uuid.uuid4().hex[:12]}"
-            return embedded_config(
-                data_dir,
-                vector_store=ServiceVectorStore(server=server, collection=collection),
-                **fields,
+            vectors = ServiceVectorStore(
+                server=self._qdrant.service_config(), collection=collection
             )
+            return embedded_config(data_dir, vector_store=vectors, **fields)
         if tier != "postgres" or self._server is None:
             raise ValueError(f"tier {tier!r} is not among this run's tiers {self.names}")
         secret = dsn_file(data_dir, self._server.database(f"bench_{uuid.uuid4().hex[:12]}"))
