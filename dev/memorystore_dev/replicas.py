@@ -78,8 +78,9 @@ def write_config(
     elif tier == "managed":
         if qdrant is None:
             raise ValueError("the managed tier needs a Qdrant server")
+        server = qdrant.service_config()  # its URL, key file and (with TLS) CA file
         vectors = {
-            "server": {"url": qdrant.url, "apiKey": {"file": str(qdrant.key_file())}},
+            "server": server.model_dump(mode="json", by_alias=True, exclude_none=True),
             "collection": f"replicas-{directory.name}"[:64],
         }
     config: dict[str, object] = {

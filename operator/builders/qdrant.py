@@ -45,20 +45,32 @@ def _qdrant_start_script(owner: Owner, tls: bool) -> str:
     Always distributed (as qdrant-helm), even with one replica, so scaling up later joins
     new peers to the existing data instead of starting independent, empty stores. With TLS
     the peers' URIs are https (the peer port serves the store's certificate too).
+
+    A joining peer with no Raft state yet waits (up to 5 minutes) until pod 0's name resolves
+    and, where the image has bash, its peer port accepts a connection: Qdrant 1.18 tries its
+    bootstrap peer once and panics otherwise, and the pods start together (Parallel), so
+    without the wait peers 1 and 2 crash-loop with back-offs until pod 0 is up. A peer with
+    state never waits: it rejoins from the peers it knows, pod 0 up or not.
     """
     scheme = "https" if tls else "http"
     peers = f"{names.qdrant_headless_service_name(owner.name)}.{owner.namespace}.svc"
-    first = (
-        f"{scheme}://{names.qdrant_statefulset_name(owner.name)}-0.{peers}:{names.QDRANT_P2P_PORT}"
-    )
-    self_uri = f"{scheme}://$HOSTNAME.{peers}:{names.QDRANT_P2P_PORT}"
+    first_host = f"{names.qdrant_statefulset_name(owner.name)}-0.{peers}"
+    port = names.QDRANT_P2P_PORT
+    self_uri = f"{scheme}://$HOSTNAME.{peers}:{port}"
     qdrant = f"./qdrant --config-path {QDRANT_CONFIG_FILE}"
     return (
-        f'first="{first}"\n'
+        f'first="{first_host}"\n'
         'if [ "${HOSTNAME##*-}" = "0" ]; then\n'
-        f'  exec {qdrant} --uri "$first"\n'
+        f'  exec {qdrant} --uri "{scheme}://$first:{port}"\n'
         "fi\n"
-        f'exec {qdrant} --bootstrap "$first" --uri "{self_uri}"\n'
+        f'if [ ! -e "{QDRANT_STORAGE_DIR}/raft_state.json" ]; then\n'
+        "  n=0\n"
+        '  until getent hosts "$first" >/dev/null && { ! command -v bash >/dev/null ||\n'
+        f'    timeout 3 bash -c ": </dev/tcp/$first/{port}" 2>/dev/null; }}; do\n'
+        '    n=$((n + 1)); [ "$n" -ge 300 ] && break; sleep 1\n'
+        "  done\n"
+        "fi\n"
+        f'exec {qdrant} --bootstrap "{scheme}://$first:{port}" --uri "{self_uri}"\n'
     )
 
 

@@ -25,6 +25,7 @@ import functools
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
@@ -85,6 +86,26 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     grpc.RpcError,
     OSError,
 )
+# A connection that dropped or was refused, as when a Qdrant pod goes away behind its Service
+# (the next connection reaches another peer): retried after these pauses, then a 503. Every
+# call through the client is safe to repeat (upserts and deletes name their point ids; a
+# repeated create finds the collection). A timeout is not retried: the server is there.
+RECONNECT_PAUSES_S = (0.1, 0.3, 0.9)
+DROPPED: tuple[type[BaseException], ...] = (
+    httpx.ConnectError,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+    ConnectionError,
+)
+
+
+def dropped(exc: BaseException) -> bool:
+    """The server hung up or refused the connection (qdrant-client wraps httpx's error)."""
+    cause = exc.source if isinstance(exc, ResponseHandlingException) else exc
+    if isinstance(cause, grpc.RpcError):
+        return bool(cause.code() == grpc.StatusCode.UNAVAILABLE)
+    return isinstance(cause, DROPPED)
 
 
 def _without_credentials(url: str) -> str:
@@ -174,16 +195,27 @@ def server_client(url: str | None, api_key: str | None, ca: str | None = None) -
         params["url"] = url
     if ca:
         params["verify"] = ca_context(ca)
+        # qdrant-client 1.19.1 checks the server's version with a bare httpx.get that ignores
+        # `verify` (common/version_check.py), so against a private CA it always fails and
+        # warns; the check is skipped there (the chart pins a compatible server version).
+        params["check_compatibility"] = False
     return QdrantClient(**params)
 
 
 class _Guarded:
-    """A qdrant-client client whose calls raise StoreUnavailable instead of the transport's
-    errors when the server does not answer; everything else is the client's own."""
+    """A qdrant-client client whose calls are retried when the connection drops
+    (RECONNECT_PAUSES_S) and raise StoreUnavailable instead of the transport's errors when the
+    server does not answer; everything else is the client's own."""
 
-    def __init__(self, client: Any, unavailable: Callable[[BaseException], StoreUnavailable]):
+    def __init__(
+        self,
+        client: Any,
+        unavailable: Callable[[BaseException], StoreUnavailable],
+        pauses: Sequence[float] = RECONNECT_PAUSES_S,
+    ):
         self._client = client
         self._unavailable = unavailable
+        self._pauses = pauses
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)
@@ -192,10 +224,15 @@ class _Guarded:
 
         @functools.wraps(attribute)
         def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attribute(*args, **kwargs)
-            except UNREACHABLE as exc:
-                raise self._unavailable(exc) from None
+            for pause in (*self._pauses, None):
+                try:
+                    return attribute(*args, **kwargs)
+                except UNREACHABLE as exc:
+                    if pause is None or not dropped(exc):
+                        raise self._unavailable(exc) from None
+                    log.info("Qdrant %s: %s; retrying in %.1f s", name, type(exc).__name__, pause)
+                time.sleep(pause)
+            raise AssertionError("unreachable")  # pragma: no cover
 
         setattr(self, name, call)  # wrapped once: later look-ups find it without this
         return call

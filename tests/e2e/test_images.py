@@ -27,6 +27,7 @@ import pytest
 
 from memorystore_dev.devcluster import images
 from memorystore_dev.devcluster.images import BuiltImage, ImageBuilder
+from memorystore_dev.vendor import QDRANT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,6 +231,95 @@ def test_service_image_serves_offline_on_a_read_only_root_as_non_root(builder, b
         assert "I drink green tea every morning" in result["memories"], result
         state = builder.docker("inspect", "--format", "{{.State.Running}}", name)
         assert state.stdout.strip() == "true"
+    finally:
+        builder.docker("rm", "--force", name)
+
+
+QDRANT_PROBE = """
+import json, time, urllib.error, urllib.request
+BASE = "http://127.0.0.1:6333"
+def call(path, body=None, key=None, method=None):
+    request = urllib.request.Request(BASE + path, method=method or ("PUT" if body else "GET"))
+    if body is not None:
+        request.data = json.dumps(body).encode()
+        request.add_header("Content-Type", "application/json")
+    if key:
+        request.add_header("api-key", key)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+            json_body = response.headers.get_content_type() == "application/json"
+            return response.status, json.loads(body) if json_body else body.decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+deadline = time.monotonic() + 60
+while True:
+    try:
+        ready = call("/readyz")[0]
+        break
+    except (urllib.error.URLError, ConnectionError):
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.2)
+KEY = %r
+out = {"readyz": ready, "no_key": call("/collections")[0]}
+out["create"] = call("/collections/t", {"vectors": {"size": 2, "distance": "Cosine"}}, KEY)[0]
+points = {"points": [{"id": 1, "vector": [1, 0], "payload": {"data": "tea"}},
+                     {"id": 2, "vector": [0, 1], "payload": {"data": "coffee"}}]}
+out["upsert"] = call("/collections/t/points?wait=true", points, KEY)[0]
+status, found = call("/collections/t/points/query", {"query": [0.9, 0.1], "limit": 1,
+                     "with_payload": True}, KEY, method="POST")
+out["query"] = [status, [p["payload"]["data"] for p in found["result"]["points"]]]
+print(json.dumps(out))
+"""
+
+
+def test_qdrant_image_serves_on_a_read_only_root_as_its_own_user(builder, built):
+    """The managed tier's Qdrant image (the vendored server binary on the same base): uid
+    1000 as the StatefulSet runs it, a read-only root with its data on volumes, the API key
+    enforced. Probed from a memory-service container in its network namespace (the Qdrant
+    image carries no client)."""
+    qdrant = builder.build_qdrant()
+    print(f"image {qdrant.tag}: {qdrant.size_mb:.0f} MB, built in {qdrant.seconds:.1f}s")
+    assert builder.docker("run", "--rm", "--entrypoint", "id", qdrant.tag, "-u").stdout == "1000\n"
+    version = builder.docker("run", "--rm", "--network", "none", qdrant.tag, "--version")
+    assert version.stdout.strip() == f"qdrant {QDRANT_VERSION}", version
+    first_layer = [
+        json.loads(builder.docker("inspect", "--format", "{{json .RootFS.Layers}}", tag).stdout)[0]
+        for tag in (qdrant.tag, built["memory-service"].tag)
+    ]
+    assert first_layer[0] == first_layer[1], "not the base our images are built on"
+
+    key = secrets.token_urlsafe(24)
+    name = f"ms-e2e-qdrant-{secrets.token_hex(4)}"
+    started = builder.docker(
+        "run", "--detach", "--name", name, "--network", "none", "--read-only",
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "1000:1000",
+        "--tmpfs", "/qdrant/storage:rw,size=512m,uid=1000",  # a WAL segment is 32 MB
+        *(f"--tmpfs=/qdrant/{d}:rw,size=16m,uid=1000" for d in ("snapshots", "init")),
+        "--tmpfs", "/tmp:rw,size=16m,mode=1777",
+        "--env", "QDRANT_INIT_FILE_PATH=/qdrant/init/.qdrant-initialized",
+        "--env", "QDRANT__TELEMETRY_DISABLED=true",
+        "--env", f"QDRANT__SERVICE__API_KEY={key}",
+        qdrant.tag,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        probe = builder.docker(
+            "run", "--rm", "--network", f"container:{name}", "--read-only", "--cap-drop", "ALL",
+            "--user", "10001:10001", "--entrypoint", "python3", built["memory-service"].tag,
+            "-c", QDRANT_PROBE % key, timeout=120,
+        )  # fmt: skip
+        logs = builder.docker("logs", name)
+        assert probe.returncode == 0, f"{probe.stderr}\n--- qdrant log ---\n{logs.stdout[-3000:]}"
+        result = json.loads(probe.stdout.strip().splitlines()[-1])
+        assert result == {
+            "readyz": 200,
+            "no_key": 401,
+            "create": 200,
+            "upsert": 200,
+            "query": [200, ["tea"]],
+        }, (result, logs.stdout[-3000:])
     finally:
         builder.docker("rm", "--force", name)
 

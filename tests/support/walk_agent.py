@@ -6,13 +6,18 @@ prefixed with RESULT_MARK, for the test to read back with `kubectl logs`.
     python3 walk_agent.py session USER SESSION s1|s2   one session of the demo's script
     python3 walk_agent.py probe HOST:PORT [...]        can this pod open a TCP connection?
     python3 walk_agent.py idle                         wait (for `kubectl exec … probe`)
+    python3 walk_agent.py traffic USER STOP_FILE       add and search until STOP_FILE exists,
+                                                       then check every acknowledged write
 
 `session` builds the factory exactly as an agent process does (`from_env`: the client config
 mounted at /etc/memorystore/client, the key at /etc/memorystore/secrets, MEMORYSTORE_*
 toggles from the pod's env), then a real AgentScope Agent with the scripted stand-in model
 (memorystore.scripted_model, the demo's script): s1 saves facts with add_memory, s2 searches
-and answers from the memory it was sent. Only the standard library is imported for `probe`
-and `idle`, so they start fast.
+and answers from the memory it was sent. `traffic` uses the same factory's client (the
+middleware's own calls, one attempt each) in a loop while the test takes a Qdrant pod away,
+counting every call that failed; once STOP_FILE appears it lists the user's memories and
+names any acknowledged write that is missing. Only the standard library is imported for
+`probe` and `idle`, so they start fast.
 """
 
 from __future__ import annotations
@@ -204,6 +209,98 @@ async def session(user: str, session_id: str, which: str) -> dict[str, Any]:
     return result
 
 
+TRAFFIC_STARTED = "WALK-TRAFFIC-STARTED"
+
+
+async def _visible_after(client: Any, fact: str, ids: dict[str, str]) -> float | None:
+    """Seconds until a search finds `fact` (polled every 0.1 s for up to 5 s), else None."""
+    began = time.monotonic()
+    while time.monotonic() - began < 5:
+        await asyncio.sleep(0.1)
+        found = await client.search(fact, ids, top_k=3, threshold=0.0)
+        if any(r.get("memory") == fact for r in found):
+            return round(time.monotonic() - began, 2)
+    return None
+
+
+async def traffic(user: str, stop_file: str) -> dict[str, Any]:
+    """Writes and reads through the middleware's client until `stop_file` exists: each write
+    a new fact (an idempotency key, as the middleware sends), each read a search for the
+    last fact acknowledged. Then every acknowledged fact must be among the user's memories."""
+    import httpx
+
+    from memorystore.middleware import MemoryMiddlewareFactory
+    from memorystore.middleware.client import MemoryServiceError, ServiceKey, tls_verify
+
+    factory = MemoryMiddlewareFactory.from_env()
+    cfg, client = factory.cfg, factory.client
+    assert cfg is not None and client is not None, "no client config mounted"
+    wait_for_network(cfg.endpoint)
+    ids = {"user_id": user}
+    acknowledged: list[str] = []
+    failures: list[dict[str, Any]] = []
+    counts = {"writes": 0, "reads": 0, "reads_that_found_the_fact": 0}
+    latencies: list[float] = []
+    missed: list[dict[str, Any]] = []
+    began, wall0 = time.monotonic(), time.time()
+    print(TRAFFIC_STARTED, flush=True)
+    try:
+        while not Path(stop_file).exists():
+            fact = f"Traffic note {counts['writes']} written at {time.time_ns()} ns."
+            t0 = time.monotonic()
+            try:
+                await client.add([{"role": "user", "content": fact}], ids, infer=False,
+                                 idempotency_key=f"traffic-{time.time_ns()}")  # fmt: skip
+                acknowledged.append(fact)
+                counts["writes"] += 1
+            except MemoryServiceError as exc:
+                failures.append({"op": "add", "at": round(t0 - began, 2), "error": str(exc)})
+            if acknowledged:
+                try:
+                    found = await client.search(acknowledged[-1], ids, top_k=3, threshold=0.0)
+                    counts["reads"] += 1
+                    if any(r.get("memory") == acknowledged[-1] for r in found):
+                        counts["reads_that_found_the_fact"] += 1
+                    else:  # not visible to search yet: how long until it is?
+                        lag = await _visible_after(client, acknowledged[-1], ids)
+                        missed.append({"at": round(time.time() - wall0, 2), "lag_s": lag})
+                except MemoryServiceError as exc:
+                    failures.append({"op": "search", "at": round(t0 - began, 2), "error": str(exc)})
+            latencies.append(time.monotonic() - t0)
+        # every acknowledged write, read back page by page
+        key = ServiceKey(cfg.api_key).current()
+        stored: set[str] = set()
+        async with httpx.AsyncClient(
+            base_url=cfg.endpoint, verify=tls_verify(cfg), timeout=60,
+            headers={"Authorization": f"Token {key}"},
+        ) as http:  # fmt: skip
+            page = 1
+            while True:
+                response = await http.post(
+                    "/v3/memories/", params={"page": page, "page_size": 100}, json=ids
+                )
+                response.raise_for_status()
+                rows = response.json()["results"]
+                stored.update(r["memory"] for r in rows)
+                if len(rows) < 100:
+                    break
+                page += 1
+    finally:
+        await factory.aclose()
+    latencies.sort()
+    return {
+        **counts,
+        "seconds": round(time.monotonic() - began, 1),
+        "failures": failures,
+        "lost": [fact for fact in acknowledged if fact not in stored],
+        "acknowledged": len(acknowledged),
+        "started_at": round(wall0, 2),
+        "missed": missed,
+        "p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
+        "max_ms": round(1000 * latencies[-1], 1) if latencies else None,
+    }
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
@@ -215,6 +312,9 @@ def main(argv: list[str]) -> int:
         return idle()
     if command == "session" and len(rest) == 3:
         emit(asyncio.run(session(*rest)))
+        return 0
+    if command == "traffic" and len(rest) == 2:
+        emit(asyncio.run(traffic(*rest)))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -211,7 +211,8 @@ def run_scaleout_bench(
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memorystore-bench-")))
         needs_pg = "postgres" in tiers or "managed" in tiers
         server = stack.enter_context(PostgresServer()) if needs_pg else None
-        qdrant = stack.enter_context(QdrantServer()) if "managed" in tiers else None
+        # TLS and a key, as the operator runs a managed Qdrant by default
+        qdrant = stack.enter_context(QdrantServer(tls=True)) if "managed" in tiers else None
         for tier in tiers:
             for n in replicas:
                 if tier == "embedded" and n > 1:

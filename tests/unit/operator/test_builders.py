@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -499,7 +500,8 @@ def test_a_managed_qdrant_without_tls_is_plain_http_end_to_end():
     sts = find(children, "StatefulSet", "acme-qdrant")
     (container,) = sts["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert "http://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335" in container["args"][0]
+    script = container["args"][0]
+    assert '--uri "http://$first:6335"' in script and "https://" not in script  # peer URIs
     assert "tls" not in {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]}
     secret = find(children, "Secret", "acme-qdrant-config")
     text = base64.b64decode(secret["data"]["config.yaml"]).decode()
@@ -739,12 +741,53 @@ def test_qdrant_statefulset_shape():
     assert [p["port"] for p in client["spec"]["ports"]] == [6333, 6334]
 
 
-def test_qdrant_peers_find_pod_zero_through_the_headless_service():
+def _run_start_script(tmp_path: Path, hostname: str, reachable_after: int) -> list[str]:
+    """The StatefulSet's start script under /bin/sh, in a folder whose `./qdrant` prints its
+    arguments; `getent` and `bash` (the peer-port check) fail until their
+    `reachable_after`-th call, as while pod 0 is still starting. `sleep` returns at once."""
     sts = find(children_of("managed-default"), "StatefulSet", "acme-qdrant")
     (container,) = sts["spec"]["template"]["spec"]["containers"]
-    script = container["args"][0]
-    assert "https://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335" in script
-    assert "--bootstrap" in script
+    assert container["command"] == ["/bin/sh", "-c"]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    calls = tmp_path / "calls"
+    fail_until = f'echo "$0 $*" >> {calls}; [ "$(wc -l < {calls})" -ge {reachable_after} ]\n'
+    for name, body in {"getent": fail_until, "bash": fail_until, "sleep": "exit 0\n",
+                       "timeout": 'shift; exec "$@"\n'}.items():  # fmt: skip
+        (tools / name).write_text("#!/bin/sh\n" + body)
+        (tools / name).chmod(0o755)
+    (tmp_path / "qdrant").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (tmp_path / "qdrant").chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "HOSTNAME": hostname}
+    done = subprocess.run(
+        ["/bin/sh", "-c", container["args"][0]], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return done.stdout.splitlines()
+
+
+def test_pod_zero_founds_the_cluster_at_its_headless_name(tmp_path):
+    args = _run_start_script(tmp_path, "acme-qdrant-0", reachable_after=1)
+    assert args == [
+        "--config-path", "/var/run/secrets/memorystore/qdrant-config/config.yaml",
+        "--uri", "https://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335",
+    ]  # fmt: skip
+    assert not (tmp_path / "calls").exists(), "the founder waits for nobody"
+
+
+def test_a_new_peer_waits_for_pod_zero_then_joins_it(tmp_path):
+    """Qdrant tries its bootstrap peer once and panics when it cannot reach it: a peer with
+    no Raft state waits until pod 0 resolves and accepts connections, then joins."""
+    args = _run_start_script(tmp_path, "acme-qdrant-2", reachable_after=5)
+    first = "https://acme-qdrant-0.acme-qdrant-headless.tenants.svc:6335"
+    assert args == [
+        "--config-path", "/var/run/secrets/memorystore/qdrant-config/config.yaml",
+        "--bootstrap", first,
+        "--uri", "https://acme-qdrant-2.acme-qdrant-headless.tenants.svc:6335",
+    ]  # fmt: skip
+    checks = (tmp_path / "calls").read_text().splitlines()
+    assert len(checks) >= 5, checks  # it kept checking until pod 0 answered
+    assert any("/dev/tcp/acme-qdrant-0.acme-qdrant-headless.tenants.svc/6335" in c for c in checks)
 
 
 def test_managed_options_reach_the_statefulset():
