@@ -36,42 +36,27 @@ def scheduling_group(nodeid: str) -> str:
     return nodeid
 
 
-def groups_first() -> bool:
-    """Whether the two groups go first: when every pinned tool they need is built already (a
-    warm machine). They are the longest indivisible units of the run, so on a warm machine
-    they start at once, beside each other, and the single tests fill both workers around
-    them (longest first); the machine group last would run alone at the end for minutes.
-    On a cold machine they go last instead, behind the tool build they wait for."""
-    from memorystore_dev.devcluster.netpol import ENFORCER
-    from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, REAL_NODE_TOOLS
-    from memorystore_dev.devcluster.tools import missing_tools
-
-    return not missing_tools([*CLUSTER_TOOLS, *CLIENT_TOOLS, *REAL_NODE_TOOLS, ENFORCER])
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One order for the whole session: the machine group with its real-node tests last
-    (their session fixture holds the machine-wide host lock until the session ends, and the
-    other machine tests, e.g. the enforcer's, take that lock too), the cluster group, and the
-    tests outside the groups (slow ones before fast, so none of them starts last and runs
-    alone); the two groups first on a warm machine, last on a cold one (`groups_first`),
-    where their tools are still building in the background (`make test`) while both workers
-    run the tests that need none.
+    """One order for the whole session: the tests outside the groups first (slow ones before
+    fast, so none of them starts last and runs alone), then the cluster group, then the
+    machine group with its real-node tests last (their session fixture holds the
+    machine-wide host lock until the session ends, and the other machine tests, e.g. the
+    enforcer's, take that lock too). On a cold machine the groups' tools are still building
+    in the background (`make test`) while both workers run the tests that need none.
 
     A test that uses the real node outside the machine group would wait for the other
     worker's host lock for the whole run: it is refused instead."""
-    offset = -10 if groups_first() else 0
 
     def rank(item: pytest.Item) -> int:
         group = scheduling_group(item.nodeid)
         if "real_node" in getattr(item, "fixturenames", ()):
             if group != "machine":
                 raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
-            return 4 + offset
+            return 4
         if group == "machine":
-            return 3 + offset
+            return 3
         if group == "cluster":
-            return 2 + offset
+            return 2
         return 1 if item.get_closest_marker("slow") is None else 0
 
     items.sort(key=rank)

@@ -22,12 +22,7 @@ from memorystore_dev.devcluster.tools.cli import main
 from memorystore_dev.devcluster.tools.errors import BuildError
 from memorystore_dev.devcluster.tools.groups import TOOLS
 from memorystore_dev.devcluster.tools.kwok import kwok_stages
-from memorystore_dev.devcluster.tools.runner import (
-    ToolResult,
-    build_tools,
-    ensure_tools,
-    missing_tools,
-)
+from memorystore_dev.devcluster.tools.runner import ToolResult, build_tools, ensure_tools
 from memorystore_dev.devcluster.tools.toolchain import find_go, go_env
 
 __all__ = [
@@ -42,5 +37,4 @@ __all__ = [
     "go_env",
     "kwok_stages",
     "main",
-    "missing_tools",
 ]

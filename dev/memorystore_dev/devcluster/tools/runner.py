@@ -31,7 +31,7 @@ from memorystore_dev.devcluster.tools.groups import GROUPS, TOOLS, Group, group_
 from memorystore_dev.devcluster.tools.ldflags import build_date, helm_ldflags, kubernetes_ldflags
 from memorystore_dev.devcluster.tools.toolchain import Log, _run, _run_streaming, find_go, go_env
 
-__all__ = ["ToolResult", "build_tools", "check_runs", "ensure_tools", "missing_tools"]
+__all__ = ["ToolResult", "build_tools", "check_runs", "ensure_tools"]
 
 VERSION_CHECK_TIMEOUT = 120
 
@@ -193,12 +193,6 @@ def build_tools(
             say(f"{tool} {group.version}: {status}, {size / 1e6:.1f} MB, {path}")
             results.append(ToolResult(tool, group.version, path, status, seconds, size))
     return results
-
-
-def missing_tools(tools: Sequence[str], root: Path | None = None) -> list[str]:
-    """The tools of `tools` not in the cache yet (nothing is built): what a build would do."""
-    root = cache_root() if root is None else root
-    return [t for t in tools if not is_cached(tool_path(t, group_of(t).key, root))]
 
 
 def ensure_tools(tools: list[str] | None = None, log: Log = print) -> dict[str, Path]:
