@@ -33,9 +33,7 @@ demo: install
 # The pinned tools build in the background meanwhile (a cold build is many minutes of Go):
 # a test that needs one waits for its build (one lock per tool group), the others go on,
 # niced, so that on a cold machine the build, the longest path, is not slowed by them.
-# One worker more than cores (at most 4): a third of the CPU sat idle with one per core (the
-# cluster and real-node tests wait on pods and processes), so a third worker takes it up.
-PYTEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n + 1 < 4 ? n + 1 : 4 )))
+PYTEST_WORKERS ?= auto
 TOOLS_LOG ?= .memorystore/tools-build.log
 test: install lint docs node-deps
 	@mkdir -p $(dir $(TOOLS_LOG))

@@ -38,12 +38,11 @@ def scheduling_group(nodeid: str) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """One order for the whole session: the tests outside the groups first (slow ones before
-    fast, so none of them starts last and runs alone), then the machine group with its
-    real-node tests last (their session fixture holds the machine-wide host lock until the
-    session ends, and the other machine tests, e.g. the enforcer's, take that lock too), then
-    the cluster group. The machine group is the longest unit (the real-node walk), so it
-    starts first of the two. On a cold machine the groups' tools are still building in the
-    background (`make test`) while the workers run the tests that need none.
+    fast, so none of them starts last and runs alone), then the cluster group, then the
+    machine group with its real-node tests last (their session fixture holds the
+    machine-wide host lock until the session ends, and the other machine tests, e.g. the
+    enforcer's, take that lock too). On a cold machine the groups' tools are still building
+    in the background (`make test`) while both workers run the tests that need none.
 
     A test that uses the real node outside the machine group would wait for the other
     worker's host lock for the whole run: it is refused instead."""
@@ -53,11 +52,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "real_node" in getattr(item, "fixturenames", ()):
             if group != "machine":
                 raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
-            return 3
-        if group == "machine":
-            return 2
-        if group == "cluster":
             return 4
+        if group == "machine":
+            return 3
+        if group == "cluster":
+            return 2
         return 1 if item.get_closest_marker("slow") is None else 0
 
     items.sort(key=rank)
