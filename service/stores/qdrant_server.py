@@ -87,9 +87,10 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     OSError,
 )
 # A connection that dropped or was refused, as when a Qdrant pod goes away behind its Service
-# (the next connection reaches another peer): retried after these pauses, then a 503. Every
-# call through the client is safe to repeat (upserts and deletes name their point ids; a
-# repeated create finds the collection). A timeout is not retried: the server is there.
+# (the next connection reaches another peer): retried after these pauses, then a 503. The
+# calls are safe to repeat: upserts and deletes name their point ids, reads change nothing,
+# and a collection create repeated after a lost answer is refused as existing (the next
+# create_col finds it). A timeout is not retried: the server is there.
 RECONNECT_PAUSES_S = (0.1, 0.3, 0.9)
 DROPPED: tuple[type[BaseException], ...] = (
     httpx.ConnectError,
@@ -103,8 +104,9 @@ DROPPED: tuple[type[BaseException], ...] = (
 def dropped(exc: BaseException) -> bool:
     """The server hung up or refused the connection (qdrant-client wraps httpx's error)."""
     cause = exc.source if isinstance(exc, ResponseHandlingException) else exc
-    if isinstance(cause, grpc.RpcError):
-        return bool(cause.code() == grpc.StatusCode.UNAVAILABLE)
+    if isinstance(cause, grpc.RpcError):  # a call's error has a status code; others do not
+        code = getattr(cause, "code", None)
+        return callable(code) and code() == grpc.StatusCode.UNAVAILABLE
     return isinstance(cause, DROPPED)
 
 
