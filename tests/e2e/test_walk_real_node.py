@@ -420,8 +420,12 @@ def ready_service_pod(kube: Kube, store: str, not_uid: str | None = None) -> dic
     pods = [p for p in service_pods(kube, store) if p["metadata"].get("deletionTimestamp") is None]
     if len(pods) != 1 or pods[0]["metadata"]["uid"] == not_uid:
         return None
-    conditions = {c["type"]: c["status"] for c in pods[0]["status"].get("conditions", [])}
-    return pods[0] if conditions.get("Ready") == "True" else None
+    return pods[0] if ready(pods[0]) else None
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
+    return conditions.get("Ready") == "True"
 
 
 def store_ready(kube: Kube, store: str, generation: int | None = None) -> dict[str, Any] | None:
@@ -729,12 +733,7 @@ PG_STORE = "acme-pg"
 
 def ready_service_pods(kube: Kube, store: str) -> list[dict[str, Any]]:
     pods = [p for p in service_pods(kube, store) if p["metadata"].get("deletionTimestamp") is None]
-    return [
-        p
-        for p in pods
-        if {c["type"]: c["status"] for c in p["status"].get("conditions", [])}.get("Ready")
-        == "True"
-    ]
+    return [p for p in pods if ready(p)]
 
 
 def postgres_replicas(kube: Kube, shown: Guide, built: WalkImages, old: str, steps: Steps) -> None:
@@ -831,11 +830,6 @@ def qdrant_pods(kube: Kube, store: str) -> list[dict[str, Any]]:
     selector = ",".join(f"{k}={v}" for k, v in names.selector_labels(store, names.QDRANT).items())
     pods = kube.get("pods", "-n", TENANTS, "-l", selector)["items"]
     return [p for p in pods if p["metadata"].get("deletionTimestamp") is None]
-
-
-def ready(pod: dict[str, Any]) -> bool:
-    conditions = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
-    return conditions.get("Ready") == "True"
 
 
 def qdrant_view(kube: Kube, store: str) -> dict[str, Any]:

@@ -294,7 +294,6 @@ async def traffic(user: str, stop_file: str) -> dict[str, Any]:
         "failures": failures,
         "lost": [fact for fact in acknowledged if fact not in stored],
         "acknowledged": len(acknowledged),
-        "started_at": round(wall0, 2),
         "missed": missed,
         "p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
         "max_ms": round(1000 * latencies[-1], 1) if latencies else None,
