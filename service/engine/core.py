@@ -223,24 +223,42 @@ class MemoryEngine:
         if settings.hybrid:
             lexical = self.store.keyword_search(query=query, top_k=n, filters=filters) or []
         dense_ids = {str(hit.id) for hit in dense}
-        keyword_only = [str(hit.id) for hit in lexical if str(hit.id) not in dense_ids]
+        keyword = [(str(h.id), h.score or 0.0, h.payload or {}) for h in lexical]
+        keyword_only = [i for i, _, _ in keyword if i not in dense_ids]
+        if len(keyword) >= n:
+            keyword += self._keyword_scored(query, dense, {i for i, _, _ in keyword}, filters)
         gates: dict[str, float] = {}
-        if lexical:
+        if keyword:
             candidates = {str(h.id): keyword_text(h.payload or {}) for h in (*dense, *lexical)}
             gates = keyword_gates(
                 lexical_terms(query, settings.tokenizer),
                 {i: lexical_terms(text, settings.tokenizer) for i, text in candidates.items()},
-                [(str(h.id), h.payload or {}) for h in lexical],
+                [(i, payload) for i, _, payload in keyword],
             )
         return fuse(
             [(str(h.id), h.score or 0.0, h.payload or {}) for h in dense],
-            [(str(h.id), h.score or 0.0, h.payload or {}) for h in lexical],
+            keyword,
             self.store.cosine(vector, keyword_only, filters),
             settings,
             threshold,
             top_k,
             gates,
         )
+
+    def _keyword_scored(
+        self,
+        query: str,
+        dense: Sequence[ScoredRecord],
+        scored: set[str],
+        filters: dict[str, Any],
+    ) -> list[tuple[str, float, dict[str, Any]]]:
+        """The keyword scores of the dense candidates the keyword list left out. That list is
+        cut at `candidates`, and when more memories match than that (often with one score:
+        the same words, a number the tokenizer drops), which of them made it is arbitrary;
+        without this a memory the dense leg ranks first could lose to ones that did."""
+        missing = {str(h.id): h.payload or {} for h in dense if str(h.id) not in scored}
+        found = self.store.keyword_scores(query, list(missing), filters)
+        return [(i, score, missing[i]) for i, score in found.items() if i in missing]
 
     async def _owned(self, memory_id: str, scope: EntityIds) -> StoredRecord:
         """The memory if it is in `scope`, else NotFound (absent and not yours look the same).

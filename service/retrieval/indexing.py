@@ -7,7 +7,9 @@ turns. So:
 
 - indexing: a conversation turn is embedded together with the turn written just before it in
   the same scope (its context), and keyword-indexed with its speaker and date;
-- search: dense and BM25 candidates are min-max normalised and added (BM25 weighted), then
+- search: dense and BM25 candidates, each scored on both legs (the engine asks the store
+  for the other leg's score of a candidate that only one leg returned), are min-max
+  normalised and added (BM25 weighted), then
   each memory gains a share of its best neighbour's score (the memory written just before or
   after it). The threshold stays a floor on the dense similarity, as in mem0.
 - the keyword score counts only as far as the keyword evidence is strong: `keyword_gate` is

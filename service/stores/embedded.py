@@ -291,11 +291,26 @@ class EdgeVectorStore:
         self, vectors: list[float], ids: Sequence[str], filters: Filters | None = None
     ) -> dict[str, float]:
         """The dense score of `vectors` against just these points (keyword hits' similarity)."""
+        return self._scores(qe.Query.Nearest(vectors), ids, filters)
+
+    def keyword_scores(
+        self, query: str, ids: Sequence[str], filters: Filters | None = None
+    ) -> dict[str, float]:
+        """The BM25 score of `query` against just these points (dense hits')."""
+        if not self._keyword_search:
+            return {}
+        return self._scores(
+            qe.Query.Nearest(self._bm25.embed_query(query), using=BM25_VECTOR), ids, filters
+        )
+
+    def _scores(
+        self, query: qe.Query, ids: Sequence[str], filters: Filters | None
+    ) -> dict[str, float]:
         if not ids:
             return {}
         scope = engine_filter(filters)
         only = qe.Filter(must=[qe.HasIdCondition(set(ids)), *([scope] if scope else [])])
-        request = qe.QueryRequest(limit=len(ids), query=qe.Query.Nearest(vectors), filter=only)
+        request = qe.QueryRequest(limit=len(ids), query=query, filter=only)
         with self._read() as shard:
             return {str(hit.id): hit.score for hit in shard.query(request)}
 

@@ -120,6 +120,14 @@ class VectorStore(Protocol):
         """The dense score of `vectors` against just these points (keyword hits')."""
         ...
 
+    def keyword_scores(
+        self, query: str, ids: Sequence[str], filters: Filters | None = None
+    ) -> dict[str, float]:
+        """The BM25 score of `query` against just these points (dense hits'), on the same
+        scale as `keyword_search`; a point sharing no term is absent. Empty when keyword
+        search is off."""
+        ...
+
     def count(self, filters: Filters | None = None) -> int:
         """Exact number of points matching `filters`."""
         ...

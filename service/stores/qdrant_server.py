@@ -462,26 +462,48 @@ class QdrantServerStore(Qdrant):
     ) -> list[ScoredPoint] | None:
         if not self._keyword_search or not self._has_bm25_slot:
             return None
-        terms = self._get_bm25_encoder().model.embed_query(query)
-        sparse = SparseVector(indices=list(terms.indices), values=list(terms.values))
         hits = self.client.query_points(
             collection_name=self.collection_name,
-            query=sparse,
+            query=self._sparse_query(query),
             using="bm25",
             query_filter=self._create_filter(filters) if filters else None,
             limit=top_k,
         )
         return hits.points
 
+    def _sparse_query(self, query: str) -> SparseVector:
+        terms = self._get_bm25_encoder().model.embed_query(query)
+        return SparseVector(indices=list(terms.indices), values=list(terms.values))
+
     def cosine(
         self, vectors: list[float], ids: Sequence[str], filters: Filters | None = None
+    ) -> dict[str, float]:
+        return self._scores(vectors, None, ids, filters)
+
+    def keyword_scores(
+        self, query: str, ids: Sequence[str], filters: Filters | None = None
+    ) -> dict[str, float]:
+        if not self._keyword_search or not self._has_bm25_slot:
+            return {}
+        return self._scores(self._sparse_query(query), "bm25", ids, filters)
+
+    def _scores(
+        self,
+        query: list[float] | SparseVector,
+        using: str | None,
+        ids: Sequence[str],
+        filters: Filters | None,
     ) -> dict[str, float]:
         if not ids:
             return {}
         scope = self._create_filter(filters) if filters else None
         only = Filter(must=[HasIdCondition(has_id=list(ids)), *([scope] if scope else [])])
         hits = self.client.query_points(
-            collection_name=self.collection_name, query=vectors, query_filter=only, limit=len(ids)
+            collection_name=self.collection_name,
+            query=query,
+            using=using,
+            query_filter=only,
+            limit=len(ids),
         )
         return {str(hit.id): hit.score for hit in hits.points}
 

@@ -458,6 +458,41 @@ def test_keyword_search_ranks_by_bm25(make_store):
     assert store.keyword_search("the of and") == []
 
 
+def test_scores_of_given_points_match_what_a_search_gives_them(make_store):
+    """`keyword_scores` and `cosine` score just the points asked for (the other leg's
+    candidates) on the scale of `keyword_search` and `search`, within the scope."""
+    store = make_store(keyword_search=True)
+    rows = copy.deepcopy(KEYWORD_ROWS)
+    ids = {name: new_id() for name in rows}
+    vectors = {"both": [1.0, 0, 0, 0], "one": [0.6, 0.8, 0, 0]}
+    store.insert(
+        [vectors.get(n, [0, 0, 1.0, 0]) for n in rows], list(rows.values()), list(ids.values())
+    )
+    scope = {"user_id": "a"}
+    searched = {h.id: h.score for h in store.keyword_search("pizza napoli", 10, scope) or []}
+    # and a point outside the scope, one without the words, an id no point has
+    asked = [ids["one"], ids["both"], ids["other_user"], ids["none"], new_id()]
+
+    scores = store.keyword_scores("pizza napoli", asked, scope)
+
+    assert set(scores) == {ids["one"], ids["both"]}
+    for point, score in scores.items():
+        assert score == pytest.approx(searched[point], rel=1e-4)
+    assert store.keyword_scores("pizza napoli", [ids["one"]], {"user_id": "nobody"}) == {}
+    assert store.keyword_scores("the of and", asked, scope) == {}
+    assert store.keyword_scores("pizza", [], scope) == {}
+    dense = {h.id: h.score for h in store.search("", [1.0, 0, 0, 0], top_k=10, filters=scope)}
+    cosines = store.cosine([1.0, 0, 0, 0], [ids["one"], ids["both"]], scope)
+    assert cosines == pytest.approx({i: dense[i] for i in (ids["one"], ids["both"])}, abs=1e-4)
+
+
+def test_keyword_scores_are_empty_when_keyword_search_is_off(store):
+    point = new_id()
+    store.insert([[1.0, 0, 0, 0]], [{"data": "pizza", "user_id": "a"}], [point])
+
+    assert store.keyword_scores("pizza", [point]) == {}
+
+
 def test_col_info_list_cols_reset_delete_col_and_create_col(make_store):
     store = make_store()
     name = store.collection_name

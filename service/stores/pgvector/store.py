@@ -316,11 +316,29 @@ class PgVectorStore:
         """
         if not self._keyword_search:
             return None
+        rows = self._bm25_rows(query, filters, top_k, None)
+        return [OutputData(i, score, payload) for i, score, payload in rows]
+
+    def keyword_scores(
+        self, query: str, ids: Sequence[str], filters: Filters | None = None
+    ) -> dict[str, float]:
+        """The BM25 score of `query` against just these points (dense hits')."""
+        if not self._keyword_search or not ids:
+            return {}
+        wanted = sorted({point_uuid(i) for i in ids})
+        return {i: score for i, score, _ in self._bm25_rows(query, filters, len(wanted), wanted)}
+
+    def _bm25_rows(
+        self, query: str, filters: Filters | None, limit: int, ids: list[Any] | None
+    ) -> list[tuple[str, float, Payload]]:
+        """(id, BM25 score, payload), best first: the engine's scoring over the postings,
+        IDF over the whole table, restricted to `ids` when given."""
         where, params = self._where(filters)
         self._check()
         terms = self._bm25.embed_query(query)
         if not terms.indices:
             return []
+        only = sql.SQL("p.id = ANY(%(ids)s::uuid[]) AND ") if ids is not None else sql.SQL("")
         statement = sql.SQL(
             "WITH q AS (SELECT * FROM unnest(%(terms)s::bigint[], %(values)s::float8[]) "
             "AS q(term, value)), "
@@ -331,16 +349,16 @@ class PgVectorStore:
             "scored AS (SELECT t.point_id, sum(idf.w * t.weight) AS score "
             "FROM idf JOIN {terms} t ON t.term = idf.term GROUP BY t.point_id) "
             "SELECT p.id, s.score, p.payload FROM scored s JOIN {vectors} AS p "
-            "ON p.id = s.point_id WHERE {where} ORDER BY s.score DESC, p.id LIMIT %(k)s"
-        ).format(terms=self._terms, vectors=self._vectors, where=where)
+            "ON p.id = s.point_id WHERE {only}{where} ORDER BY s.score DESC, p.id LIMIT %(k)s"
+        ).format(terms=self._terms, vectors=self._vectors, only=only, where=where)
         params |= {
             "terms": list(terms.indices),
             "values": [float(v) for v in terms.values],
             "has_terms": HAS_TERMS,
-            "k": top_k,
+            "k": limit,
+            "ids": ids,
         }
-        rows = self._rows(statement, params)
-        return [OutputData(str(r[0]), float(r[1]), r[2]) for r in rows]
+        return [(str(r[0]), float(r[1]), r[2]) for r in self._rows(statement, params)]
 
     def cosine(
         self, vectors: list[float], ids: Sequence[str], filters: Filters | None = None
