@@ -28,6 +28,7 @@ import pytest
 from memorystore_dev.devcluster import images
 from memorystore_dev.devcluster.images import BuiltImage, ImageBuilder
 from memorystore_dev.vendor import QDRANT_VERSION
+from support import qdrant_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -235,43 +236,24 @@ def test_service_image_serves_offline_on_a_read_only_root_as_non_root(builder, b
         builder.docker("rm", "--force", name)
 
 
-QDRANT_PROBE = """
-import json, time, urllib.error, urllib.request
+QDRANT_PROBE = qdrant_probe.program("""
 BASE = "http://127.0.0.1:6333"
-def call(path, body=None, key=None, method=None):
-    request = urllib.request.Request(BASE + path, method=method or ("PUT" if body else "GET"))
-    if body is not None:
-        request.data = json.dumps(body).encode()
-        request.add_header("Content-Type", "application/json")
-    if key:
-        request.add_header("api-key", key)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            body = response.read()
-            json_body = response.headers.get_content_type() == "application/json"
-            return response.status, json.loads(body) if json_body else body.decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
 deadline = time.monotonic() + 60
-while True:
-    try:
-        ready = call("/readyz")[0]
-        break
-    except (urllib.error.URLError, ConnectionError):
-        if time.monotonic() > deadline:
-            raise
-        time.sleep(0.2)
-KEY = %r
-out = {"readyz": ready, "no_key": call("/collections")[0]}
-out["create"] = call("/collections/t", {"vectors": {"size": 2, "distance": "Cosine"}}, KEY)[0]
+while not isinstance(ready := call(BASE, "/readyz")[0], int):
+    if time.monotonic() > deadline:
+        raise SystemExit(f"Qdrant not listening after 60 s: {ready}")
+    time.sleep(0.2)
+KEY = sys.argv[1]
+out = {"readyz": ready, "no_key": call(BASE, "/collections")[0]}
+out["create"] = call(BASE, "/collections/t", KEY, {"vectors": {"size": 2, "distance": "Cosine"}})[0]
 points = {"points": [{"id": 1, "vector": [1, 0], "payload": {"data": "tea"}},
                      {"id": 2, "vector": [0, 1], "payload": {"data": "coffee"}}]}
-out["upsert"] = call("/collections/t/points?wait=true", points, KEY)[0]
-status, found = call("/collections/t/points/query", {"query": [0.9, 0.1], "limit": 1,
-                     "with_payload": True}, KEY, method="POST")
+out["upsert"] = call(BASE, "/collections/t/points?wait=true", KEY, points)[0]
+status, found = call(BASE, "/collections/t/points/query", KEY,
+                     {"query": [0.9, 0.1], "limit": 1, "with_payload": True}, "POST")
 out["query"] = [status, [p["payload"]["data"] for p in found["result"]["points"]]]
 print(json.dumps(out))
-"""
+""")
 
 
 def test_qdrant_image_serves_on_a_read_only_root_as_its_own_user(builder, built):
@@ -308,7 +290,7 @@ def test_qdrant_image_serves_on_a_read_only_root_as_its_own_user(builder, built)
         probe = builder.docker(
             "run", "--rm", "--network", f"container:{name}", "--read-only", "--cap-drop", "ALL",
             "--user", "10001:10001", "--entrypoint", "python3", built["memory-service"].tag,
-            "-c", QDRANT_PROBE % key, timeout=120,
+            "-c", QDRANT_PROBE, key, timeout=120,
         )  # fmt: skip
         logs = builder.docker("logs", name)
         assert probe.returncode == 0, f"{probe.stderr}\n--- qdrant log ---\n{logs.stdout[-3000:]}"

@@ -34,7 +34,7 @@ from memorystore.service.ops.runner import ServiceThread
 from memorystore.service.portability import backup
 from memorystore.service.portability.backup import signing
 from support.backups import answers as _answers
-from support.backups import backed_up, command, reseal, restore_args, signing_key_file
+from support.backups import backed_up, reseal, restore_cli, signing_key_file
 from support.backups import client as _client
 from support.backups import fill as _fill
 from support.backups import store_config as _config
@@ -46,14 +46,7 @@ pytestmark = pytest.mark.timeout(600)
 def _restore_cli(
     config: Path, source: Path, *extra: str, key: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    key = key or signing_key_file(config.parent)
-    return subprocess.run(
-        command(*restore_args(config, source, key, *extra)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "MEM0_TELEMETRY": "False"},
-    )
+    return restore_cli(config, source, key or signing_key_file(config.parent), *extra)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from mem0.exceptions import MemoryNotFoundError
 from memorystore.config import ServiceEmbedder
 from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
+from support.backups import every
 
 SCHEMA = {"title": "Memories", "type": "object", "properties": {"facts": {"type": "array"}}}
 EXPORT_MESSAGE = "Memory export request received. The export will be ready in a few seconds."
@@ -24,13 +25,6 @@ EXPORT_MESSAGE = "Memory export request received. The export will be ready in a 
 async def add(client: AsyncMemoryClient, text: str, **kwargs: Any) -> str:
     (item,) = [r for r in (await client.add(text, **kwargs))["results"] if r["event"] == "ADD"]
     return item["id"]
-
-
-def every(http: httpx.Client, **scope: str) -> dict[str, dict[str, Any]]:
-    """Every memory of a scope, retired ones too, by id."""
-    body = {**scope, "include_retired": True}
-    page = http.post("/v3/memories/?page_size=100", json=body).raise_for_status().json()
-    return {m["id"]: m for m in page["results"]}
 
 
 def texts(http: httpx.Client, **scope: str) -> dict[str, str]:

@@ -14,12 +14,9 @@ test_backup*.py; these are the managed tier's round trips.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from memorystore.config import ServiceConfig, ServiceVectorStore
@@ -27,9 +24,9 @@ from memorystore.service.ops.runner import ServiceThread
 from memorystore_dev.qdrant import QdrantServer
 from support.backups import (
     answers,
-    command,
+    every,
     fill,
-    restore_args,
+    restore_cli,
     signing_key_file,
     store_config,
     write_config,
@@ -59,11 +56,7 @@ def managed(
 
 def restore(tmp: Path, cfg: ServiceConfig, source: Path) -> dict[str, object]:
     config = write_config(cfg, tmp / f"{cfg.vector_store.collection}.yaml")
-    done = subprocess.run(
-        command(*restore_args(config, source, signing_key_file(tmp))),
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, "MEM0_TELEMETRY": "False"},
-    )  # fmt: skip
+    done = restore_cli(config, source, signing_key_file(tmp))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -123,7 +116,7 @@ def test_an_export_from_a_managed_store_imports_into_another_unchanged(
         service_client(other) as http2,
     ):
         fill(http)
-        listed = every(http, USER)
+        listed = every(http, user_id=USER)
         made = http.post("/v1/exports/", json={"schema": SCHEMA, "user_id": USER})
         assert made.status_code == 200, made.text
         export = http.post("/v1/exports/get/", json={"memory_export_id": made.json()["id"]})
@@ -131,10 +124,5 @@ def test_an_export_from_a_managed_store_imports_into_another_unchanged(
         assert len(document["memories"]) == len(listed) > 0
         imported = http2.post("/v1/imports/", json=document).raise_for_status().json()
         assert imported["imported"] == len(listed) and imported["skipped"] == []
-        assert every(http2, USER) == listed  # ids, texts, hashes, times, metadata
+        assert every(http2, user_id=USER) == listed  # ids, texts, hashes, times, metadata
         assert collection_size(qdrant, "importer") == len(listed)
-
-
-def every(http: httpx.Client, user: str) -> dict[str, dict[str, object]]:
-    rows = http.post("/v3/memories/", json={"user_id": user, "include_retired": True})
-    return {r["id"]: r for r in rows.raise_for_status().json()["results"]}

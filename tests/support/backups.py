@@ -222,6 +222,26 @@ def restore_args(config: Path, source: Path, key: Path, *extra: str) -> list[str
     return ["restore", "--config", str(config), "--from", str(source), "--key", str(key), *extra]
 
 
+def restore_cli(
+    config: Path, source: Path, key: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`memorystore restore` as an operator's init container runs it (output captured)."""
+    return subprocess.run(
+        command(*restore_args(config, source, key, *extra)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MEM0_TELEMETRY": "False"},
+    )
+
+
+def every(http: httpx.Client, **scope: str) -> dict[str, dict[str, Any]]:
+    """Every memory of a scope, retired ones too, by id."""
+    body = {**scope, "include_retired": True}
+    page = http.post("/v3/memories/?page_size=100", json=body).raise_for_status().json()
+    return {m["id"]: m for m in page["results"]}
+
+
 def restore_process(
     config: Path, source: Path, key: Path, *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], int]:
