@@ -5,6 +5,7 @@ import os
 import tempfile
 from collections.abc import Generator
 from pathlib import PurePosixPath
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ MACHINE_MODULES = {
     "tests/e2e/test_walk_real_node.py",
     "tests/integration/test_netpol_enforcer.py",
 }
+GROUPS = ("machine", "cluster")
 
 
 def scheduling_group(nodeid: str) -> str:
@@ -36,30 +38,86 @@ def scheduling_group(nodeid: str) -> str:
     return nodeid
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One order for the whole session: the tests outside the groups first (slow ones before
-    fast, so none of them starts last and runs alone), then the cluster group, then the
-    machine group with its real-node tests last (their session fixture holds the
-    machine-wide host lock until the session ends, and the other machine tests, e.g. the
-    enforcer's, take that lock too). On a cold machine the groups' tools are still building
-    in the background (`make test`) while both workers run the tests that need none.
+def groups_can_start() -> bool:
+    """Whether the groups' pinned tools are built already (a warm machine): then the groups
+    go first, each in a worker of its own, the rest around them, and nothing long is left
+    to run alone at the end. On a cold machine they go last, so that the other workers run
+    what needs no tool while the tools build in the background (`make test`)."""
+    from memorystore_dev.devcluster.netpol import ENFORCER
+    from memorystore_dev.devcluster.target import CLIENT_TOOLS, CLUSTER_TOOLS, REAL_NODE_TOOLS
+    from memorystore_dev.devcluster.tools import all_cached
+
+    return all_cached([*CLUSTER_TOOLS, *CLIENT_TOOLS, *REAL_NODE_TOOLS, ENFORCER])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One order for the whole session. The machine group runs its real-node tests last
+    (their session fixture holds the machine-wide host lock until the group ends, and the
+    other machine tests, e.g. the enforcer's, take that lock too). The tests outside the
+    groups run slow ones before fast, so none of them starts last and runs alone. The groups
+    go first when their tools are built (`groups_can_start`), else last.
 
     A test that uses the real node outside the machine group would wait for the other
     worker's host lock for the whole run: it is refused instead."""
+    first = _groups_first(config)
 
     def rank(item: pytest.Item) -> int:
         group = scheduling_group(item.nodeid)
         if "real_node" in getattr(item, "fixturenames", ()):
             if group != "machine":
                 raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
-            return 4
+            return 1 if first else 4
         if group == "machine":
-            return 3
+            return 0 if first else 3
         if group == "cluster":
             return 2
-        return 1 if item.get_closest_marker("slow") is None else 0
+        slow = item.get_closest_marker("slow") is not None
+        return (3 if slow else 4) if first else (0 if slow else 1)
 
     items.sort(key=rank)
+
+
+# Decided once, in the process that starts the workers, and handed to each: workers that
+# sorted differently (a tool finishing its build between two collections) would be refused.
+GROUPS_FIRST = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.stash[GROUPS_FIRST] = groups_can_start()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["groups_first"] = node.config.stash[GROUPS_FIRST]
+
+
+def _groups_first(config: pytest.Config) -> bool:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return bool(workerinput["groups_first"])
+    return config.stash[GROUPS_FIRST]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    where = "first" if _groups_first(config) else "last (their tools are not built yet)"
+    return f"scheduling: the machine and cluster groups run {where}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """After a group's last test in this worker, release what the group started (its
+    control plane, the real node: support.group_resources) instead of at the session's end."""
+    try:
+        return (yield)
+    finally:
+        group = scheduling_group(item.nodeid)
+        if group in GROUPS and (nextitem is None or scheduling_group(nextitem.nodeid) != group):
+            from support import group_resources
+
+            group_resources.release()
 
 
 @pytest.hookimpl(optionalhook=True)

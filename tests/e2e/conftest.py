@@ -17,6 +17,7 @@ import pytest
 from memorystore.operator.crd import BACKUP_CRD_NAME, BACKUP_CRD_PATH, CRD_NAME, CRD_PATH
 from memorystore_dev.devcluster.target import Kube, kube_for_tests
 from memorystore_dev.operator_process import start_operator, stop_operator
+from support import group_resources
 from support.real_node import RealNodeRun, real_node_run
 
 
@@ -33,7 +34,7 @@ def kube() -> Iterator[Kube]:
     # directory removed; SIGKILL cannot be caught, but the components die with this process.
     previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
-        with kube_for_tests(log=_log) as target:
+        with group_resources.held(kube_for_tests(log=_log)) as target:
             yield target
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -55,7 +56,7 @@ def real_node() -> Iterator[RealNodeRun]:
     packages (a failure when CI=true); fails at teardown if the host is not restored."""
     previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
-        with real_node_run(log=_log) as run:
+        with group_resources.held(real_node_run(log=_log)) as run:
             yield run
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -22,13 +22,19 @@ from memorystore_dev.devcluster.tools.cli import main
 from memorystore_dev.devcluster.tools.errors import BuildError
 from memorystore_dev.devcluster.tools.groups import TOOLS
 from memorystore_dev.devcluster.tools.kwok import kwok_stages
-from memorystore_dev.devcluster.tools.runner import ToolResult, build_tools, ensure_tools
+from memorystore_dev.devcluster.tools.runner import (
+    ToolResult,
+    all_cached,
+    build_tools,
+    ensure_tools,
+)
 from memorystore_dev.devcluster.tools.toolchain import find_go, go_env
 
 __all__ = [
     "TOOLS",
     "BuildError",
     "ToolResult",
+    "all_cached",
     "build_tools",
     "cache_root",
     "ensure_tools",

@@ -31,7 +31,7 @@ from memorystore_dev.devcluster.tools.groups import GROUPS, TOOLS, Group, group_
 from memorystore_dev.devcluster.tools.ldflags import build_date, helm_ldflags, kubernetes_ldflags
 from memorystore_dev.devcluster.tools.toolchain import Log, _run, _run_streaming, find_go, go_env
 
-__all__ = ["ToolResult", "build_tools", "check_runs", "ensure_tools"]
+__all__ = ["ToolResult", "all_cached", "build_tools", "check_runs", "ensure_tools"]
 
 VERSION_CHECK_TIMEOUT = 120
 
@@ -198,3 +198,10 @@ def build_tools(
 def ensure_tools(tools: list[str] | None = None, log: Log = print) -> dict[str, Path]:
     """Paths of the requested tools (all when None), building the missing ones first."""
     return {r.tool: r.path for r in build_tools(tools, log=log)}
+
+
+def all_cached(tools: Sequence[str] | None = None, root: Path | None = None) -> bool:
+    """Whether every requested tool (all when None) is already cached: nothing to build."""
+    root = cache_root() if root is None else root
+    wanted = TOOLS if tools is None else tools
+    return all(is_cached(tool_path(t, group_of(t).key, root)) for t in wanted)
