@@ -1,19 +1,24 @@
 """QdrantServerStore (a Qdrant server's store: mem0's, with the service's additions) on a real
-Qdrant server (the vendored binary, memorystore_dev.qdrant): what only this store does. What
+Qdrant server (the vendored binary, memorystore_dev.qdrant): what only this store does, and
+which API key each of its calls carries after a rotation (through a recording proxy). What
 every store does is tests/integration/test_store_contract.py; the mem0 internals it overrides
 are checked against mem0 in tests/unit/service/engine/test_mem0_seam.py."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from memorystore.service.stores import qdrant_server as qdrant_server_module
 from memorystore.service.stores.protocol import VectorStore
 from memorystore.service.stores.qdrant_server import QdrantServerStore
 from memorystore_dev.qdrant import QdrantServer
+from support.qdrant_recorder import KeyRecorder
 
 StoreFactory = Callable[..., QdrantServerStore]
 
@@ -179,3 +184,107 @@ def test_a_store_built_on_a_given_client_has_no_key_to_change(server_store):
     )
     with pytest.raises(ValueError, match="built on a given client"):
         given.use_api_key("qk-new")
+
+
+# --- a rotated API key (ops/secret_files.py hands it over) -----------------------------------
+# Through a recording proxy in front of the module's server (support/qdrant_recorder.py): what
+# is checked is the `api-key` header each call sends, which the server does not report.
+on_the_recorder = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
+
+
+def _store_at(qdrant: KeyRecorder, api_key: str, **options: object) -> QdrantServerStore:
+    return QdrantServerStore(
+        collection_name="m", embedding_model_dims=4, url=qdrant.url, api_key=api_key, **options
+    )
+
+
+@on_the_recorder
+def test_a_new_api_key_is_sent_from_the_next_call_on(qdrant_server: QdrantServer):
+    with KeyRecorder(qdrant_server) as qdrant:
+        store = _store_at(qdrant, "qk-old-1")
+        try:
+            assert set(qdrant.keys("/collections/m")) == {"qk-old-1"}, "created with the key"
+            store.count()
+            store.use_api_key("qk-new-2")
+            store.count({"user_id": "alice"})
+            store.create_col()
+            assert qdrant.keys("/points/count") == ["qk-old-1", "qk-new-2"]
+            assert qdrant.keys("/collections/m")[-1] == "qk-new-2"
+        finally:
+            store.close()
+
+
+@on_the_recorder
+def test_the_key_change_holds_through_a_collection_created_with_a_layout(
+    qdrant_server: QdrantServer,
+):
+    """create_col wraps the client for one call: a key changed meanwhile is not undone."""
+    with KeyRecorder(qdrant_server) as qdrant:
+        store = _store_at(qdrant, "qk-old-1", shard_number=2)
+        try:
+            store.use_api_key("qk-new-2")
+            store.create_col()
+            store.count()
+            assert qdrant.keys("/points/count") == ["qk-new-2"]
+        finally:
+            store.close()
+
+
+@on_the_recorder
+def test_calls_during_a_rotation_all_succeed_and_the_replaced_client_is_closed_later(
+    qdrant_server: QdrantServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(qdrant_server_module, "RETIRED_CLIENT_GRACE_S", 2.0)
+    closed: list[object] = []
+    with KeyRecorder(qdrant_server) as qdrant:
+        store = _store_at(qdrant, "qk-0")
+        first = store.client
+        monkeypatch.setattr(first, "close", lambda: closed.append(first))
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def counting() -> None:
+            while not stop.is_set():
+                try:
+                    store.count()
+                except BaseException as exc:  # collected for the assertion below
+                    errors.append(exc)
+
+        workers = [threading.Thread(target=counting) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        try:
+            for n in range(1, 6):
+                store.use_api_key(f"qk-{n}")
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join()
+        assert errors == [], "no call failed across five key changes"
+        assert closed == [], "the replaced client stays open for the calls running on it"
+        deadline = time.monotonic() + 10
+        while not closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert closed == [first], "closed once its grace period is over"
+        sent = qdrant.keys("/points/count")
+        assert sent[-1] == "qk-5" and set(sent) <= {f"qk-{n}" for n in range(6)}
+        store.count()
+        assert qdrant.keys("/points/count")[-1] == "qk-5"
+        store.close()
+
+
+@on_the_recorder
+def test_close_closes_the_replaced_clients_still_in_their_grace_period(qdrant_server: QdrantServer):
+    with KeyRecorder(qdrant_server) as qdrant:
+        store = _store_at(qdrant, "qk-0")
+        clients = [store.client]
+        for n in (1, 2):
+            store.use_api_key(f"qk-{n}")
+            clients.append(store.client)
+        closed: list[object] = []
+        for client in clients:
+            original = client.close
+            client.close = lambda c=client, o=original: (closed.append(c), o())  # type: ignore[method-assign]
+        store.close()
+        assert sorted(map(id, closed)) == sorted(map(id, clients)), "every client, once"

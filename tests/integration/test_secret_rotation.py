@@ -9,8 +9,8 @@ observed where it matters:
   is changed (ALTER ROLE) and whose sessions are ended (pg_terminate_backend);
 - the embedder's and the extraction model's keys: on the scripted OpenAI-compatible
   stand-in (support/scripted_models.py), which refuses any key it was not told to accept;
-- the Qdrant server's key: on a loopback stand-in of Qdrant's REST API that records the
-  `api-key` header of each call (support/qdrant_standin.py: there is no Qdrant server here).
+- the Qdrant server's key: on a real Qdrant server, through a proxy that records the
+  `api-key` header of each call (support/qdrant_recorder.py: the server does not report it).
 
 Every log record of the run and every /readyz answer is searched for every password or key
 used, old and new.
@@ -44,8 +44,9 @@ from memorystore.service.ops.runner import ServiceThread, UvicornThread, embedde
 from memorystore.service.ops.secret_files import POLL_SECONDS
 from memorystore.service.state.postgres import Database, DatabaseUnavailable
 from memorystore_dev.postgres import PostgresServer
+from memorystore_dev.qdrant import QdrantServer
 from support.kubelet_volume import KubeletVolume
-from support.qdrant_standin import QdrantStandIn
+from support.qdrant_recorder import KeyRecorder
 from support.scripted_models import build_app
 from support.waiting import wait_for
 
@@ -327,16 +328,14 @@ def test_rotated_model_keys_are_sent_with_the_next_embedding_and_extraction(
 
 
 @pytest.fixture
-def qdrant() -> Iterator[QdrantStandIn]:
-    with QdrantStandIn() as stand_in:
-        yield stand_in
+def qdrant(qdrant_server: QdrantServer) -> Iterator[KeyRecorder]:
+    with KeyRecorder(qdrant_server) as recorder:
+        yield recorder
 
 
-@pytest.mark.filterwarnings(
-    "ignore:Api key is used with an insecure connection", "ignore:Failed to obtain server version"
-)
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 def test_a_rotated_qdrant_key_is_sent_with_the_next_call(
-    qdrant: QdrantStandIn, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    qdrant: KeyRecorder, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
     caplog.set_level(logging.DEBUG)
     old, new = "qk-" + secrets.token_hex(8), "qk-" + secrets.token_hex(8)

@@ -1,14 +1,9 @@
 """What the vector-store tests share: the keyword data the contract suite ranks on each store
-(and the PostgreSQL tests hold PostgreSQL's scores on against the engine's), and the Qdrant
-server store on qdrant-client's in-process mode."""
+(and the PostgreSQL tests hold PostgreSQL's scores on against the engine's)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from qdrant_client import QdrantClient
-
-from memorystore.service.stores.qdrant_server import QdrantServerStore
 
 # Points for a keyword search of "pizza napoli" by user a: "both" holds both terms (one of
 # them twice, in the lemmatized text), "one" holds one term in a longer text; the rest have
@@ -22,14 +17,3 @@ KEYWORD_ROWS: dict[str, dict[str, Any]] = {
     "stopwords": {"data": "the of and", "user_id": "a"},
     "no_text": {"user_id": "a"},
 }
-
-
-def in_process_server_store(collection: str = "t", **options: Any) -> QdrantServerStore:
-    """QdrantServerStore on qdrant-client's in-process mode (the same client calls as a
-    server; no Qdrant server binary is obtainable here), 4-dimensional."""
-    return QdrantServerStore(
-        collection_name=collection,
-        embedding_model_dims=4,
-        client=QdrantClient(":memory:"),
-        **options,
-    )

@@ -67,9 +67,9 @@ from memorystore.service.state.postgres import Database
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore.service.stores.qdrant_server import OfflineBm25, QdrantServerStore
-from support.qdrant_standin import QdrantStandIn
+from memorystore_dev.qdrant import QdrantServer
+from support.qdrant_recorder import KeyRecorder
 from support.scripted_models import build_app
-from support.vector_stores import in_process_server_store
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
 
@@ -91,9 +91,26 @@ def memory(tmp_path: Path) -> Iterator[AsyncMemory]:
     close_history(mem)
 
 
+@pytest.fixture(scope="module")
+def qdrant_server() -> Iterator[QdrantServer]:
+    """A real Qdrant server (the vendored binary) for mem0's Qdrant store and ours."""
+    with QdrantServer() as server:
+        yield server
+
+
 @pytest.fixture
-def server_store() -> Iterator[QdrantServerStore]:
-    store = in_process_server_store()
+def qdrant(qdrant_server: QdrantServer) -> QdrantServer:
+    """The module's server with no collection left by an earlier test."""
+    client = qdrant_server.client()
+    for collection in client.get_collections().collections:
+        client.delete_collection(collection.name)
+    client.close()
+    return qdrant_server
+
+
+@pytest.fixture
+def server_store(qdrant: QdrantServer) -> Iterator[QdrantServerStore]:
+    store = QdrantServerStore(collection_name="t", embedding_model_dims=4, client=qdrant.client())
     yield store
     store.close()
 
@@ -125,7 +142,7 @@ def test_embedder_factory_reads_provider_to_class():
     assert set(OFFLINE_EMBEDDER_PROVIDERS) == set(OFFLINE_EMBEDDERS)
 
 
-def test_vector_store_factory_reads_provider_to_class(tmp_path: Path):
+def test_vector_store_factory_reads_provider_to_class(tmp_path: Path, qdrant: QdrantServer):
     register_providers()
     why = (
         "mem0's VectorStoreFactory no longer builds the class named in "
@@ -142,7 +159,7 @@ def test_vector_store_factory_reads_provider_to_class(tmp_path: Path):
         edge.close()
     server = VectorStoreFactory.create(
         SERVER_PROVIDER,
-        {"collection_name": "c", "embedding_model_dims": 4, "client": QdrantClient(":memory:")},
+        {"collection_name": "c", "embedding_model_dims": 4, "client": qdrant.client()},
     )
     try:
         assert isinstance(server, QdrantServerStore), why
@@ -217,8 +234,8 @@ def test_the_factory_and_the_entity_store_share_the_engines_database(tmp_path: P
 # --- mem0's Qdrant store, under QdrantServerStore ---------------------------------------------
 
 
-def test_qdrant_sets_the_attributes_the_server_store_reads():
-    store = Qdrant(collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:"))
+def test_qdrant_sets_the_attributes_the_server_store_reads(qdrant: QdrantServer):
+    store = Qdrant(collection_name="t", embedding_model_dims=4, client=qdrant.client())
     try:
         found = {k: vars(store).get(k) for k in ("collection_name", "embedding_model_dims")}
         assert found == {"collection_name": "t", "embedding_model_dims": 4}, (
@@ -252,8 +269,8 @@ def test_create_filter_is_used_by_every_read(server_store: QdrantServerStore):
         )
 
 
-def test_bm25_encoder_cache():
-    store = Qdrant(collection_name="t", embedding_model_dims=4, client=QdrantClient(":memory:"))
+def test_bm25_encoder_cache(qdrant: QdrantServer):
+    store = Qdrant(collection_name="t", embedding_model_dims=4, client=qdrant.client())
     try:
         assert vars(store).get("_bm25_encoder", "missing") is None, (
             "mem0's Qdrant no longer starts with `_bm25_encoder = None`: "
@@ -284,24 +301,23 @@ def test_has_bm25_slot(server_store: QdrantServerStore):
 
 
 class _Recording:
-    """A Qdrant client that records each create_collection call's keyword arguments."""
+    """A Qdrant client (of the real server) that records each create_collection call's
+    keyword arguments."""
 
-    def __init__(self) -> None:
-        self.client = QdrantClient(":memory:")
+    def __init__(self, server: QdrantServer) -> None:
+        self.client = server.client()
         self.created: list[dict[str, Any]] = []
 
     def create_collection(self, **kwargs: Any) -> Any:
         self.created.append(dict(kwargs))
-        kwargs.pop("shard_number", None)  # the in-process mode has no shards to make
-        kwargs.pop("replication_factor", None)
         return self.client.create_collection(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
 
-def test_create_col_creates_a_missing_collection_through_the_client():
-    recording = _Recording()
+def test_create_col_creates_a_missing_collection_through_the_client(qdrant: QdrantServer):
+    recording = _Recording(qdrant)
     store = QdrantServerStore(
         collection_name="t",
         embedding_model_dims=4,
@@ -667,16 +683,14 @@ def _server_store_config(tmp_path: Path, url: str) -> ServiceConfig:
     )
 
 
-@pytest.mark.filterwarnings(
-    "ignore:Api key is used with an insecure connection", "ignore:Failed to obtain server version"
-)
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 @pytest.mark.parametrize("entity_store", ["opened before", "opened after"])
 def test_a_rotated_qdrant_key_reaches_the_store_the_entity_store_and_mem0s_config(
-    tmp_path: Path, entity_store: str
+    tmp_path: Path, qdrant: QdrantServer, entity_store: str
 ):
-    """On a loopback stand-in of Qdrant's REST API that records each call's `api-key`."""
-    with QdrantStandIn() as qdrant:
-        memory = AsyncMemory(mem0_config(_server_store_config(tmp_path, qdrant.url)))
+    """On the real server, through a proxy that records each call's `api-key`."""
+    with KeyRecorder(qdrant) as recorder:
+        memory = AsyncMemory(mem0_config(_server_store_config(tmp_path, recorder.url)))
         try:
             if entity_store == "opened before":
                 memory.entity_store.count()
@@ -688,7 +702,7 @@ def test_a_rotated_qdrant_key_reaches_the_store_the_entity_store_and_mem0s_confi
             entities = memory.entity_store
             collection = entities.collection_name
             assert collection != memory.vector_store.collection_name
-            before = len(qdrant.calls)
+            before = len(recorder.calls)
             memory.vector_store.count()
             entities.count()
         finally:
@@ -696,7 +710,7 @@ def test_a_rotated_qdrant_key_reaches_the_store_the_entity_store_and_mem0s_confi
                 if store is not None:
                     store.close()
             close_history(memory)
-    counts = [call for call in qdrant.calls[before:] if call.path.endswith("/points/count")]
+    counts = [call for call in recorder.calls[before:] if call.path.endswith("/points/count")]
     sent = {(call.path, call.api_key) for call in counts}
     assert sent == {
         ("/collections/memories/points/count", "qk-rotated"),
@@ -707,5 +721,5 @@ def test_a_rotated_qdrant_key_reaches_the_store_the_entity_store_and_mem0s_confi
         "on both, and every later call must carry it"
     )
     if entity_store == "opened after":
-        created = qdrant.keys(f"/collections/{collection}")
+        created = recorder.keys(f"/collections/{collection}")
         assert created == ["qk-rotated"], "the entity store was opened with the rotated key"
