@@ -26,15 +26,24 @@ MACHINE_MODULES = {
     "tests/integration/test_netpol_enforcer.py",
 }
 GROUPS = ("machine", "cluster")
+# Modules whose module-scoped fixture costs more than their tests (a 10,000-memory store, its
+# backup and a clean restore): one worker runs all of the module's tests, so the fixture is
+# built once, not once in every worker that runs one of them.
+ONE_WORKER_MODULES = {
+    "tests/integration/test_backup_races.py",
+}
 
 
 def scheduling_group(nodeid: str) -> str:
-    """The scheduling unit of a test: "machine", "cluster", or the test itself."""
+    """The scheduling unit of a test: "machine", "cluster", its module (ONE_WORKER_MODULES),
+    or the test itself."""
     module = nodeid.split("::", 1)[0]
     if module in MACHINE_MODULES:
         return "machine"
     if PurePosixPath(module).parent.name == "e2e":
         return "cluster"
+    if module in ONE_WORKER_MODULES:
+        return module
     return nodeid
 
 

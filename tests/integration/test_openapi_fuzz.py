@@ -41,7 +41,7 @@ from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore.spec import RetrievalSettings
 from support.rss import RssWatch
 
-EXAMPLES_PER_OPERATION_AND_MODE = 30  # per tenant: about 1,500 cases, ~40 s on 2 cores
+EXAMPLES_PER_OPERATION_AND_MODE = 20  # per tenant: about 1,000 cases, ~30 s on 2 cores
 
 
 @dataclass

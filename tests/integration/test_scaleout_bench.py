@@ -23,7 +23,7 @@ def test_a_small_scale_out_run_stores_every_acknowledged_add(capsys):
     code = run_scaleout_bench(
         replicas=[1, 2],
         tiers=["embedded", "managed", "postgres"],
-        memories=300,
+        memories=100,
         adds=48,
         searches=20,
         clients=4,
@@ -44,6 +44,6 @@ def test_a_small_scale_out_run_stores_every_acknowledged_add(capsys):
     for r in rows:
         assert r.acked == r.stored == 48, r
         assert r.adds_per_s > 0 and 0 < r.search_p50_ms <= r.search_p99_ms
-    printed = table(rows, 300, 1.0, 4)
+    printed = table(rows, 100, 1.0, 4)
     assert "goal: 2 replicas ≥ 1.7× the adds/s of one (PostgreSQL)" in printed
-    assert "goal: PostgreSQL search p50 within 1.5× of the embedded engine at 300" in printed
+    assert "goal: PostgreSQL search p50 within 1.5× of the embedded engine at 100" in printed
