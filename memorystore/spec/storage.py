@@ -49,7 +49,9 @@ class ManagedQdrant(Placed):
         le=9,
         description="Copies of each shard, each on a different Qdrant replica (at most "
         "replicas): with 2 or more, the memories stay readable while one Qdrant pod is down. "
-        "Set when the memory service creates the collection; cannot change afterwards.",
+        "Set when the memory service creates the collection, which it does once this many "
+        "Qdrant replicas have joined the cluster (Qdrant adds no copy later); cannot change "
+        "afterwards.",
     )
     storage: Storage = Field(default_factory=Storage, description="Per-replica volume.")
     resources: QdrantResources = Field(

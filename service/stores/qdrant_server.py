@@ -345,6 +345,7 @@ class QdrantServerStore(Qdrant):
                 )
                 self._check_dimension(params.vectors, size)
             else:
+                self._check_peers()
                 self.client.create_collection(
                     collection_name=self.collection_name,
                     vectors_config=VectorParams(
@@ -363,7 +364,25 @@ class QdrantServerStore(Qdrant):
         except StoreUnavailable as exc:  # the guarded client's (every call goes through it)
             if not self._constructing:
                 raise
-            log.warning("%s: the collection is created once the server answers", exc)
+            log.warning("%s; the collection is created when the start-up retries", exc)
+
+    def _check_peers(self) -> None:
+        """Qdrant gives a new collection one copy of each shard per peer it has at that moment
+        (up to the replication factor) and adds none when more peers join later. So with a
+        replication factor above the peers that have joined (a StatefulSet's pods start
+        together, and pod 0 answers first), the collection waits: StoreUnavailable, which
+        /readyz shows and the start-up retries, until there are enough."""
+        wanted = self.replication_factor or 1
+        if wanted <= 1:
+            return
+        status = self.client.cluster_status()
+        joined = len(getattr(status, "peers", None) or {}) or 1  # no cluster: this one node
+        if joined < wanted:
+            raise StoreUnavailable(
+                f"collection {self.collection_name} ({self.where}) not created yet: "
+                f"replicationFactor {wanted} needs {wanted} Qdrant peers and {joined} "
+                "have joined"
+            )
 
     def _check_dimension(self, vectors: Any, size: int) -> None:
         dense = vectors.get("") if isinstance(vectors, dict) else vectors

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ from mem0.utils.factory import VectorStoreFactory
 
 from memorystore.config import ConfigError, ServiceConfig
 from memorystore.service.engine.mem0_config import mem0_config
+from memorystore.service.stores.protocol import StoreUnavailable
 from memorystore.service.stores.qdrant_server import QdrantServerStore
-from memorystore_dev.qdrant import QdrantServer
+from memorystore_dev.qdrant import QdrantCluster, QdrantServer
 
 
 def config(tmp_path: Path, qdrant: QdrantServer, collection: str, **layout: Any) -> Any:
@@ -51,18 +53,67 @@ def fresh() -> str:
     return f"memories_{uuid.uuid4().hex[:8]}"
 
 
-def test_the_collection_is_created_with_the_shards_and_copies_configured(tmp_path, qdrant_server):
+@pytest.fixture(scope="module")
+def two_peers() -> Iterator[QdrantCluster]:
+    with QdrantCluster(2) as cluster:
+        yield cluster
+
+
+def copies(qdrant: QdrantServer, collection: str) -> dict[int, int]:
+    """Copies of each shard the cluster holds (local and remote), by shard id."""
+    with qdrant.http() as http:
+        info = http.get(f"/collections/{collection}/cluster").raise_for_status().json()["result"]
+    found: dict[int, int] = {}
+    for shard in info["local_shards"] + info["remote_shards"]:
+        found[shard["shard_id"]] = found.get(shard["shard_id"], 0) + 1
+    return found
+
+
+def test_the_collection_is_created_with_the_shards_and_copies_configured(tmp_path, two_peers):
     name = fresh()
-    store = open_store(config(tmp_path, qdrant_server, name, shardNumber=6, replicationFactor=2))
+    first = two_peers.nodes[0]
+    store = open_store(config(tmp_path, first, name, shardNumber=6, replicationFactor=2))
     try:
-        made = params(qdrant_server, name)
+        made = params(first, name)
         assert (made.shard_number, made.replication_factor) == (6, 2)
+        assert copies(first, name) == dict.fromkeys(range(6), 2)
         # mem0's own shape of the collection is kept: the dense vector and the bm25 slot
         assert (made.vectors.size, made.vectors.distance.value) == (384, "Cosine")
         assert made.sparse_vectors["bm25"].modifier.value == "idf"
         assert store._has_bm25_slot
     finally:
         store.close()
+
+
+def test_with_fewer_peers_than_copies_the_collection_waits_for_them(tmp_path):
+    """Qdrant would give it one copy per peer that has joined, for good: a StatefulSet's
+    first pod answers before the others have joined. The service waits instead, saying why
+    (the start-up retries it, /readyz shows it), and creates it with every copy once they
+    have."""
+    cluster = QdrantCluster(2)
+    first, second = cluster.nodes
+    try:
+        first.start()  # the second peer has not joined yet
+        name = fresh()
+        store_cfg = config(tmp_path, first, name, shardNumber=2, replicationFactor=2)
+        store = open_store(store_cfg)  # a service starting: the store opens, the check waits
+        try:
+            with pytest.raises(StoreUnavailable) as waited:
+                store.create_col()
+            assert str(waited.value) == (
+                f"collection {name} (Qdrant server at {first.url}) not created yet: "
+                "replicationFactor 2 needs 2 Qdrant peers and 1 have joined"
+            )
+            assert not first.client().collection_exists(name)
+            second.bootstrap = first.p2p_uri  # its port, as finally taken
+            second.start()
+            cluster.wait_peers()
+            store.create_col()  # the start-up's next try
+            assert copies(first, name) == {0: 2, 1: 2}
+        finally:
+            store.close()
+    finally:
+        cluster.close()
 
 
 def test_an_existing_collection_is_left_as_it_is(tmp_path, qdrant_server):
