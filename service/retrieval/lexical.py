@@ -6,7 +6,9 @@ so a memory is tokenised the same way on the embedded engine and on a server.
 - `multilingual` (the default): the engine's multilingual tokenizer, which segments Chinese
   into words with a dictionary ("我住在杭州" → 住, 杭州) and splits mixed script
   at the script boundary ("用matplotlib画图" → matplotlib, 画图); Latin text is split on
-  word boundaries and English-stemmed; English and Chinese stopwords are dropped.
+  word boundaries and English-stemmed; English and Chinese stopwords are dropped. Bare
+  numbers are not terms ("in 2022" has none, "note 105" only `note`): which memory a number
+  names is left to the dense leg.
 - `word`: the engine's default English word tokenizer (what every store used before the
   setting existed). A run of CJK characters is one token, so "杭州" never matches "我住在杭州".
 """
