@@ -68,22 +68,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     A test that uses the real node outside the machine group would wait for the other
     worker's host lock for the whole run: it is refused instead."""
-    first = _groups_first(config)
+    if _groups_first(config):
+        order = ["machine", "real node", "cluster", "slow", "fast"]
+    else:
+        order = ["slow", "fast", "cluster", "machine", "real node"]
 
-    def rank(item: pytest.Item) -> int:
+    def kind(item: pytest.Item) -> str:
         group = scheduling_group(item.nodeid)
         if "real_node" in getattr(item, "fixturenames", ()):
             if group != "machine":
                 raise pytest.UsageError(f"{item.nodeid} uses real_node: add it to MACHINE_MODULES")
-            return 1 if first else 4
-        if group == "machine":
-            return 0 if first else 3
-        if group == "cluster":
-            return 2
-        slow = item.get_closest_marker("slow") is not None
-        return (3 if slow else 4) if first else (0 if slow else 1)
+            return "real node"
+        if group in GROUPS:
+            return group
+        return "slow" if item.get_closest_marker("slow") is not None else "fast"
 
-    items.sort(key=rank)
+    items.sort(key=lambda item: order.index(kind(item)))
 
 
 # Decided once, in the process that starts the workers, and handed to each: workers that
@@ -174,6 +174,16 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         with contextlib.suppress(Exception):
             ensure_tools(needed, log=lambda _: None)
     return (yield)
+
+
+@pytest.fixture(scope="module")
+def qdrant_server() -> Generator[Any, None, None]:
+    """A real Qdrant server (the vendored binary) with an API key, one per test module (it
+    starts in under a second; a module's collections are its own)."""
+    from memorystore_dev.qdrant import QdrantServer
+
+    with QdrantServer() as server:
+        yield server
 
 
 def _absent_vendor_file(reason: str) -> None:

@@ -180,6 +180,13 @@ class QdrantServer(_Running):
             base_url=self.url, headers={"api-key": self.api_key}, verify=verify, timeout=timeout
         )
 
+    def drop_collections(self) -> None:
+        """Delete every collection, so tests sharing one server start alike."""
+        with self.http() as http:
+            listed = http.get("/collections").raise_for_status().json()["result"]["collections"]
+            for collection in listed:
+                http.delete(f"/collections/{collection['name']}").raise_for_status()
+
     # --- life ---------------------------------------------------------------------------
 
     def _write_config(self) -> None:

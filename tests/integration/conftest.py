@@ -14,7 +14,6 @@ from mem0 import AsyncMemoryClient
 
 from memorystore.service.ops.runner import ServiceThread, embedded_config
 from memorystore_dev.postgres import PostgresServer
-from memorystore_dev.qdrant import QdrantServer
 
 
 @pytest.fixture
@@ -44,12 +43,4 @@ async def client(service: ServiceThread) -> AsyncIterator[AsyncMemoryClient]:
 def pg_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL 18 with pgvector and pg_trgm (the harness's), one per test module."""
     with PostgresServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def qdrant_server() -> Iterator[QdrantServer]:
-    """A real Qdrant server with an API key, one per test module (it starts in under a
-    second; a module's collections are its own)."""
-    with QdrantServer() as server:
         yield server

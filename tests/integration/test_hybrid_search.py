@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from memorystore.service.ops.runner import ServiceThread, embedded_config
+from memorystore.service.retrieval.lexical import terms
 from memorystore.spec import RetrievalSettings
 from support.backups import client
 
@@ -31,10 +32,9 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         yield http
 
 
-def test_the_notes_tie_on_the_keyword_leg(http: httpx.Client) -> None:
-    """The premise: the keyword list is full and cannot tell the notes apart."""
-    from memorystore.service.retrieval.lexical import terms
-
+def test_the_notes_tie_on_the_keyword_leg() -> None:
+    """The premise: more notes than candidates, which the keyword leg cannot tell apart."""
+    assert len(NOTES) > CANDIDATES
     assert len({terms(note, RetrievalSettings().tokenizer) for note in NOTES}) == 1
 
 

@@ -104,7 +104,8 @@ def test_with_fewer_peers_than_copies_the_collection_waits_for_them(tmp_path):
                 f"collection {name} (Qdrant server at {first.url}) not created yet: "
                 "replicationFactor 2 needs 2 Qdrant peers and 1 have joined"
             )
-            assert not first.client().collection_exists(name)
+            with first.http() as http:
+                assert not http.get(f"/collections/{name}/exists").json()["result"]["exists"]
             second.bootstrap = first.p2p_uri  # its port, as finally taken
             second.start()
             cluster.wait_peers()

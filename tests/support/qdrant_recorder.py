@@ -86,9 +86,7 @@ class KeyRecorder:
         self._thread = threading.Thread(target=self._proxy.serve_forever, daemon=True)
 
     def __enter__(self) -> Self:
-        listed = self._upstream.get("/collections").raise_for_status().json()
-        for collection in listed["result"]["collections"]:
-            self._upstream.delete(f"/collections/{collection['name']}").raise_for_status()
+        self.server.drop_collections()
         self._thread.start()
         return self
 

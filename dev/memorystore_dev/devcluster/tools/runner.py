@@ -171,12 +171,12 @@ def build_tools(
         if not mine:
             continue
         t0 = time.monotonic()
-        missing = [t for t in mine if not is_cached(tool_path(t, group.key, root))]
+        missing = [t for t in mine if not _cached(t, root)]
         built: dict[str, Path] = {}
         if missing:
             with file_lock(root / f".lock-{group.name}-{group.version}"):
                 # Another process may have finished the build while this one waited.
-                missing = [t for t in missing if not is_cached(tool_path(t, group.key, root))]
+                missing = [t for t in missing if not _cached(t, root)]
                 if missing:
                     for path in remove_leftovers(group, root):
                         say(f"removed {path.name}, left by an interrupted build")
@@ -203,5 +203,8 @@ def ensure_tools(tools: list[str] | None = None, log: Log = print) -> dict[str, 
 def all_cached(tools: Sequence[str] | None = None, root: Path | None = None) -> bool:
     """Whether every requested tool (all when None) is already cached: nothing to build."""
     root = cache_root() if root is None else root
-    wanted = TOOLS if tools is None else tools
-    return all(is_cached(tool_path(t, group_of(t).key, root)) for t in wanted)
+    return all(_cached(t, root) for t in (TOOLS if tools is None else tools))
+
+
+def _cached(tool: str, root: Path) -> bool:
+    return is_cached(tool_path(tool, group_of(tool).key, root))

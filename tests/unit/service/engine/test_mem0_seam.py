@@ -71,7 +71,7 @@ from memorystore_dev.qdrant import QdrantServer
 from support.qdrant_recorder import KeyRecorder
 from support.scripted_models import build_app
 
-pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
+pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 
 IDS = [str(uuid.UUID(int=i + 1)) for i in range(3)]
 
@@ -91,20 +91,10 @@ def memory(tmp_path: Path) -> Iterator[AsyncMemory]:
     close_history(mem)
 
 
-@pytest.fixture(scope="module")
-def qdrant_server() -> Iterator[QdrantServer]:
-    """A real Qdrant server (the vendored binary) for mem0's Qdrant store and ours."""
-    with QdrantServer() as server:
-        yield server
-
-
 @pytest.fixture
 def qdrant(qdrant_server: QdrantServer) -> QdrantServer:
     """The module's server with no collection left by an earlier test."""
-    client = qdrant_server.client()
-    for collection in client.get_collections().collections:
-        client.delete_collection(collection.name)
-    client.close()
+    qdrant_server.drop_collections()
     return qdrant_server
 
 
