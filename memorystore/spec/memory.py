@@ -105,12 +105,36 @@ class RetrievalSettings(Model):
         "(a run of CJK characters is one term). Changing it re-indexes the store at start-up.",
     )
     neighbour_weight: float = Field(
-        0.3,
+        0.6,
         ge=0.0,
         le=10.0,
         description="Share of the best neighbouring memory's score (the one written just "
         "before or after in the same scope) added to a memory's own: conversations spread "
         "one topic over consecutive turns.",
+    )
+    speaker_weight: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Added to the relevance (0 to 1) of what a speaker said (message "
+        "`name`) when the query names that speaker and no other among its candidates "
+        '("What did Caroline research?").',
+    )
+    time_weight: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Added to the relevance (0 to 1) of a memory whose day (metadata `date`, "
+        "else when it was written) falls in a period the query names: a day, month or year, "
+        'in English or Chinese ("in December 2023", "on 8 May", "2023年5月").',
+    )
+    question_weight: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="Taken from the relevance (0 to 1) of a memory that asks a question (ends "
+        "in ? or ？): a question holds no answer, and the turn that answers it gains from "
+        "its neighbour share.",
     )
     context: bool = Field(
         True,
@@ -129,6 +153,19 @@ class RetrievalSettings(Model):
         "or other, by script), so a question finds the memory that answers it across "
         "languages. Changing it re-embeds the store at start-up.",
     )
+
+    @classmethod
+    def mem0_search(cls, **fields: object) -> RetrievalSettings:
+        """Every search stage after dense search off (hybrid, neighbours, cues): mem0's own
+        search, with `fields` on top (the bench's baselines, tests of mem0's path)."""
+        off: dict[str, object] = {
+            "hybrid": False,
+            "neighbour_weight": 0.0,
+            "speaker_weight": 0.0,
+            "time_weight": 0.0,
+            "question_weight": 0.0,
+        }
+        return cls.model_validate({**off, **fields})
 
 
 class ConsolidationSettings(Model):

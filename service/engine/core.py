@@ -50,6 +50,7 @@ from memorystore.service.engine.results import (
 )
 from memorystore.service.engine.writes import ScopeChain, ScopeLocks, WritePipeline
 from memorystore.service.lifecycle.retirement import RETIRED_KEYS, active_only
+from memorystore.service.retrieval.cues import cue_bonuses, without_speakers
 from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.retrieval.indexing import PREV_KEY, Hit, fuse, keyword_gates
 from memorystore.service.retrieval.lexical import keyword_text
@@ -163,7 +164,14 @@ class MemoryEngine:
         elif cfg.vector_store.server is not None:
             self.not_ready = "the vector store's collection is not checked yet"
         retrieval = cfg.retrieval
-        self._fused_search = retrieval.hybrid or retrieval.neighbour_weight > 0
+        weights = (
+            retrieval.neighbour_weight,
+            retrieval.speaker_weight,
+            retrieval.time_weight,
+            retrieval.question_weight,
+        )
+        # every stage off: mem0's own search
+        self._fused_search = retrieval.hybrid or any(w > 0 for w in weights)
         # centring is done by the offline embedders only: a remote one's vectors stay raw
         centred = retrieval.language_centering and cfg.embedder.provider in OFFLINE_EMBEDDERS
         self.index_version = index_version(retrieval, centred)
@@ -204,24 +212,25 @@ class MemoryEngine:
             )
             found: list[MemoryItem] = result["results"]
             return found
-        vector = await asyncio.to_thread(self.memory.embedding_model.embed, query, "search")
-        hits = await asyncio.to_thread(self._fused, query, vector, filters, top_k, threshold)
+        hits = await asyncio.to_thread(self._fused, query, filters, top_k, threshold)
         return [memory_item(hit.id, hit.score, hit.payload, {PREV_KEY, INDEX_KEY}) for hit in hits]
 
     def _fused(
-        self,
-        query: str,
-        vector: list[float],
-        filters: dict[str, Any],
-        top_k: int,
-        threshold: float,
+        self, query: str, filters: dict[str, Any], top_k: int, threshold: float
     ) -> list[Hit]:
+        """Keyword leg first: the speakers among its hits say whose name the query vector
+        leaves out (`cues.without_speakers`); then the dense leg, then fusion."""
         settings = self.cfg.retrieval
         n = max(settings.candidates, top_k)
-        dense = self.store.search(query=query, vectors=vector, top_k=n, filters=filters)
         lexical: Sequence[ScoredRecord] = []
         if settings.hybrid:
             lexical = self.store.keyword_search(query=query, top_k=n, filters=filters) or []
+        dense_query = query
+        if settings.speaker_weight > 0:
+            speakers = (str((h.payload or {}).get("actor_id") or "") for h in lexical)
+            dense_query = without_speakers(query, speakers)
+        vector = self.memory.embedding_model.embed(dense_query, "search")
+        dense = self.store.search(query=query, vectors=vector, top_k=n, filters=filters)
         dense_ids = {str(hit.id) for hit in dense}
         keyword = [(str(h.id), h.score or 0.0, h.payload or {}) for h in lexical]
         keyword_only = [i for i, _, _ in keyword if i not in dense_ids]
@@ -235,6 +244,7 @@ class MemoryEngine:
                 {i: lexical_terms(text, settings.tokenizer) for i, text in candidates.items()},
                 [(i, payload) for i, _, payload in keyword],
             )
+        payloads = {str(h.id): h.payload or {} for h in (*dense, *lexical)}
         return fuse(
             [(str(h.id), h.score or 0.0, h.payload or {}) for h in dense],
             keyword,
@@ -243,6 +253,7 @@ class MemoryEngine:
             threshold,
             top_k,
             gates,
+            cue_bonuses(query, payloads, settings),
         )
 
     def _keyword_scored(

@@ -11,7 +11,9 @@ turns. So:
   for the other leg's score of a candidate that only one leg returned), are min-max
   normalised and added (BM25 weighted), then
   each memory gains a share of its best neighbour's score (the memory written just before or
-  after it). The threshold stays a floor on the dense similarity, as in mem0.
+  after it), then the query's cues (`cues.py`: the speaker it names, the period it names,
+  and whether a memory only asks a question) add theirs. The threshold stays a floor on the
+  dense similarity, as in mem0.
 - the keyword score counts only as far as the keyword evidence is strong: `keyword_gate` is
   the share of the query's terms (each weighted by its IDF among the candidates) that the
   best keyword hit contains, ramped from a floor (counts nothing) to full. A query whose only
@@ -155,12 +157,14 @@ def fuse(
     threshold: float,
     top_k: int,
     gates: Mapping[str, float] | None = None,
+    bonuses: Mapping[str, float] | None = None,
 ) -> list[Hit]:
     """Rank the union of dense and keyword candidates (id, score, payload), best first.
 
     `lexical_cosines` gives the dense similarity of keyword-only candidates, so every
     candidate meets the same threshold; `gates` scales each keyword score (`keyword_gates`;
-    None: in full). Ties break on id: the same query, the same order.
+    None: in full); `bonuses` are the query cues' (`cues.cue_bonuses`), added last. Ties
+    break on id: the same query, the same order.
     """
     payloads: dict[str, dict[str, Any]] = {}
     cosines: dict[str, float] = {}
@@ -196,6 +200,9 @@ def fuse(
             best = max((own[n] for n in neighbours if n in own), default=0.0)
             total[i] = own[i] + settings.neighbour_weight * best
     scale = (1.0 + full_weight) * (1.0 + settings.neighbour_weight)
+    if bonuses:  # a cue's weight is a share of the relevance in [0, 1]: of `scale` here
+        total = {i: score + scale * bonuses.get(i, 0.0) for i, score in total.items()}
+    scale *= 1.0 + settings.speaker_weight + settings.time_weight + settings.question_weight
     ranked = sorted(total, key=lambda i: (-total[i], i))[:top_k]
     return [Hit(i, total[i] / scale, cosines[i], payloads[i]) for i in ranked]
 

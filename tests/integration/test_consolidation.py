@@ -338,7 +338,7 @@ def test_recall_packs_each_fact_once(tmp_path):
 def test_mem0s_own_search_path_leaves_retired_memories_out_too(tmp_path):
     """Without fusion the service searches through mem0's pipeline, which must honour the
     same filter (it rewrites NOT into its own spelling)."""
-    plain = RetrievalSettings(hybrid=False, neighbour_weight=0)
+    plain = RetrievalSettings.mem0_search()
     with ServiceThread(embedded_config(tmp_path, retrieval=plain)) as svc:
         headers = {"Authorization": f"Token {svc.api_key}"}
         with httpx.Client(base_url=svc.url, headers=headers, timeout=30) as http:

@@ -44,7 +44,7 @@ from support.rss import RssWatch
 
 # tenant b searches through mem0's own pipeline (no hybrid, no neighbours), tenant a through
 # the service's fused one: both search paths are under test
-MEM0_SEARCH = RetrievalSettings(hybrid=False, neighbour_weight=0.0)
+MEM0_SEARCH = RetrievalSettings.mem0_search()
 
 KEYS = ("user_id", "agent_id", "run_id")
 TENANTS = (0, 1)

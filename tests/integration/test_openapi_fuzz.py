@@ -71,7 +71,9 @@ def seeded(tmp_path_factory) -> Iterator[Seeded]:
         ServiceThread(embedded_config(a_dir, tenant="a")) as a,
         ServiceThread(
             embedded_config(
-                b_dir, tenant="b", retrieval=RetrievalSettings(hybrid=False, neighbour_weight=0.0)
+                b_dir,
+                tenant="b",
+                retrieval=RetrievalSettings.mem0_search(),
             )
         ) as b,
     ):

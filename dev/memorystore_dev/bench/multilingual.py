@@ -38,14 +38,17 @@ DATA = Path(__file__).with_name("multilingual_data.json")
 GROUPS: tuple[str, ...] = ("zh-zh", "en-en", "en-zh", "zh-en")
 TOP_K = 10
 _WORD = LexicalTokenizer.WORD
+_mem0 = RetrievalSettings.mem0_search
 CONFIGS: dict[str, RetrievalSettings] = {
     # mem0's stock search: the embedder's raw vectors, nothing else
-    "dense-raw": RetrievalSettings(
-        hybrid=False, neighbour_weight=0, context=False, language_centering=False
+    "dense-raw": _mem0(context=False, language_centering=False),
+    "dense": _mem0(context=False),
+    "hybrid-word": _mem0(hybrid=True, tokenizer=_WORD, context=False),
+    "hybrid": _mem0(hybrid=True, context=False),
+    # the default before the query cues (neighbours 0.3)
+    "neighbours": RetrievalSettings(
+        speaker_weight=0, time_weight=0, question_weight=0, neighbour_weight=0.3
     ),
-    "dense": RetrievalSettings(hybrid=False, neighbour_weight=0, context=False),
-    "hybrid-word": RetrievalSettings(tokenizer=_WORD, neighbour_weight=0, context=False),
-    "hybrid": RetrievalSettings(neighbour_weight=0, context=False),
     "default-raw": RetrievalSettings(language_centering=False),
     "default": RetrievalSettings(),
 }

@@ -93,7 +93,13 @@ def _config(data_dir: Path, embedder: str, port: int, threads: int) -> dict:
         # mem0's own dense search and plain inserts, as on the direct side: this bench
         # measures what the service layer costs; `bench locomo` and `bench agent` measure
         # the retrieval defaults
-        "retrieval": {"hybrid": False, "neighbourWeight": 0, "context": False},
+        "retrieval": {
+            "hybrid": False,
+            "neighbourWeight": 0,
+            "speakerWeight": 0,
+            "timeWeight": 0,
+            "context": False,
+        },
     }
 
 

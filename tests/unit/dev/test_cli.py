@@ -64,3 +64,20 @@ def test_each_bench_command_binds_to_its_entry_point(name: str, monkeypatch):
     args = build_parser().parse_args(["bench", name, *REQUIRED.get(name, [])])
     assert args.func(args) == 0
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("name", ["locomo", "multilingual"])
+def test_configs_help_names_every_retrieval_config(name: str):
+    """The help is written out (the bench modules load only when a bench runs): it must
+    list exactly the configs the bench has."""
+    import argparse
+
+    module = importlib.import_module(BENCHES[name][0])
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    (benches,) = [
+        a for a in commands.choices["bench"]._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    (configs,) = [a for a in benches.choices[name]._actions if a.dest == "configs"]
+    listed = configs.help.removeprefix("comma-separated subset of ").split(" ")[0].split(",")
+    assert listed == list(module.CONFIGS)

@@ -18,7 +18,7 @@ from memorystore.service.retrieval.indexing import (
 from memorystore.spec import RetrievalSettings
 
 ON = RetrievalSettings()
-PLAIN = RetrievalSettings(hybrid=False, neighbour_weight=0, context=False)
+PLAIN = RetrievalSettings.mem0_search(context=False)
 
 
 def test_context_indexes_speaker_date_and_the_previous_memory():
@@ -52,7 +52,14 @@ def test_a_neighbour_lifts_the_turn_next_to_a_strong_match():
     # b follows a, d follows c; a is the best match, so b (its neighbour) passes c
     payload = {"a": {}, "b": {PREV_KEY: "a"}, "c": {}, "d": {PREV_KEY: "c"}}
     dense = [(i, s, payload[i]) for i, s in (("a", 1.0), ("c", 0.62), ("b", 0.6), ("d", 0.0))]
-    without = fuse(dense, [], {}, RetrievalSettings(hybrid=False, neighbour_weight=0), 0.0, 4)
+    without = fuse(
+        dense,
+        [],
+        {},
+        RetrievalSettings.mem0_search(),
+        0.0,
+        4,
+    )
     assert [h.id for h in without] == ["a", "c", "b", "d"]
     lifted = fuse(dense, [], {}, RetrievalSettings(hybrid=False, neighbour_weight=0.3), 0.0, 4)
     assert [h.id for h in lifted] == ["a", "b", "c", "d"]
