@@ -4,6 +4,7 @@ start, the probe image, and a host comparison before and after."""
 from __future__ import annotations
 
 import difflib
+import getpass
 import json
 import os
 import re
@@ -44,10 +45,12 @@ def skip_unless_real_node_possible() -> None:
         pytest.skip(reason)
 
 
-# Mounts of the image-build harness (devcluster/images/dockerd.py: its dockerd's data
-# root and exec roots), which may be building beside a developer's run; the node never mounts
-# there.
-OTHER_HARNESS_MOUNTS = ("/memorystore/docker/", "/ms-docker-")
+# Mounts the node never makes, made beside it: the image-build harness's
+# (devcluster/images/dockerd.py: its dockerd's data root and exec roots), which may be
+# building beside a developer's run, and other tests' in their own pytest temp dirs (the
+# backup tests' full target, a 64 KiB tmpfs, runs in another worker while the node is up).
+# The node mounts only under its cluster workdir (memorystore-cluster-*).
+OTHER_HARNESS_MOUNTS = ("/memorystore/docker/", "/ms-docker-", f"/pytest-of-{getpass.getuser()}/")
 
 
 def _own(snapshot: dict[str, Any]) -> dict[str, Any]:
