@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 Tier = Literal["embedded", "managed", "postgres"]
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (this machine's)
+# Every replica's cgroup name starts so: the real node's host check knows them as not its own.
+CPU_LIMIT_PREFIX = "memorystore-cpu-limit-"
 
 
 def cpu_limit_problem() -> str | None:
@@ -45,7 +47,7 @@ class CpuLimit:
     its own under the cpu controller, removed when the process is gone."""
 
     def __init__(self, name: str, cpus: float) -> None:
-        self.path = CPU_CGROUPS / f"memorystore-{name}-{os.getpid()}"
+        self.path = CPU_CGROUPS / f"{CPU_LIMIT_PREFIX}{name}-{os.getpid()}"
         self.cpus = cpus
 
     def apply(self, pid: int) -> None:

@@ -29,6 +29,7 @@ from memorystore_dev.devcluster.node import (
 )
 from memorystore_dev.devcluster.target import Kube, real_node_cluster
 from memorystore_dev.devcluster.tools import ensure_tools
+from memorystore_dev.replicas import CPU_LIMIT_PREFIX
 
 PROBE_SOURCE = Path(__file__).parent / "nodeprobe"
 PROBE_REPO = "memorystore.local/nodeprobe"
@@ -51,12 +52,17 @@ def skip_unless_real_node_possible() -> None:
 # backup tests' full target, a 64 KiB tmpfs, runs in another worker while the node is up).
 # The node mounts only under its cluster workdir (memorystore-cluster-*).
 OTHER_HARNESS_MOUNTS = ("/memorystore/docker/", "/ms-docker-", f"/pytest-of-{getpass.getuser()}/")
+# Cgroups the node never makes, made beside it: the replica harness's CPU quotas
+# (memorystore_dev/replicas.py, the scale-out tests in another worker). The node's own
+# tree is its kubelet's cgroupRoot, memorystore-real-node.
+OTHER_HARNESS_CGROUPS = (f"cpu/{CPU_LIMIT_PREFIX}",)
 
 
 def _own(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot without the image harness's mounts."""
+    """The snapshot without what other harnesses and tests make beside the node."""
     mounts = [m for m in snapshot["mounts"] if not any(o in m for o in OTHER_HARNESS_MOUNTS)]
-    return {**snapshot, "mounts": mounts}
+    cgroups = [c for c in snapshot.get("cgroups", []) if not c.startswith(OTHER_HARNESS_CGROUPS)]
+    return {**snapshot, "mounts": mounts, "cgroups": cgroups}
 
 
 def host_diff(before: dict[str, Any], after: dict[str, Any]) -> str:
