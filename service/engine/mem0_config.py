@@ -14,6 +14,7 @@ from typing import Any
 from mem0.configs.base import MemoryConfig
 
 from memorystore.config import SecretSource, ServiceConfig
+from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS
 from memorystore.service.engine.mem0_seam import (
     EDGE_PROVIDER,
     NO_LLM_PROVIDER,
@@ -28,7 +29,6 @@ from memorystore.service.engine.mem0_seam import (
     memory_config,
     vector_store_config,
 )
-from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
 from memorystore.service.state.postgres import Database
 
 __all__ = ["DASHSCOPE_COMPATIBLE_URL", "mem0_config", "speaks_openai"]
@@ -50,6 +50,8 @@ def mem0_config(cfg: ServiceConfig, vectors: Database | None = None) -> MemoryCo
                 "embedding_dims": dims,
                 "model_kwargs": {
                     "threads": emb.threads,
+                    "runtime": emb.resolved_runtime(),
+                    "query_cache": emb.query_cache,
                     "language_centering": cfg.retrieval.language_centering,
                 },
             },

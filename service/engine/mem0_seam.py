@@ -101,8 +101,9 @@ from mem0.vector_stores.configs import VectorStoreConfig
 from openai import OpenAI
 from pydantic import BaseModel, ConfigDict
 
+from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS
 from memorystore.service.engine.results import MemoryItem
-from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
+from memorystore.service.ops.stages import stage
 from memorystore.service.state.postgres import Database
 from memorystore.service.state.tables import checkpoint_local
 from memorystore.service.stores.embedded import EdgeVectorStore
@@ -359,20 +360,22 @@ async def create_memory(
     """
     now = datetime.now(UTC).isoformat()
     payload = memory_payload(text, index_text, metadata, now)
-    await asyncio.to_thread(
-        memory.vector_store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
-    )
-    await asyncio.to_thread(
-        memory.db.add_history,
-        memory_id,
-        None,
-        text,
-        "ADD",
-        created_at=now,
-        updated_at=now,
-        actor_id=metadata.get("actor_id"),
-        role=metadata.get("role"),
-    )
+    with stage("store"):
+        await asyncio.to_thread(
+            memory.vector_store.insert, vectors=[vector], ids=[memory_id], payloads=[payload]
+        )
+    with stage("history"):
+        await asyncio.to_thread(
+            memory.db.add_history,
+            memory_id,
+            None,
+            text,
+            "ADD",
+            created_at=now,
+            updated_at=now,
+            actor_id=metadata.get("actor_id"),
+            role=metadata.get("role"),
+        )
 
 
 def record_added(memory: AsyncMemory, memory_id: str, payload: dict[str, Any]) -> bool:

@@ -3,7 +3,7 @@
 Why one pipeline: a conversation turn, a fact written on its own and the facts mem0's
 extraction wrote all go through the same steps. A fact is compared with its scope's nearest
 active memories (`_neighbours`), dropped when it repeats one by the text rules (`_repeat_of`),
-written with the service's index texts (`_insert`), and retires what it makes outdated
+written with the service's index texts (`_write`), and retires what it makes outdated
 (`_supersessions`, then `_retire_all`). The paths differ only where they must: a turn is
 kept as said (deduplicated by its exact text only), a fact also counts a restatement as a
 repeat, and after extraction the model judges supersession, the text rules deciding when its
@@ -22,6 +22,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +48,7 @@ from memorystore.service.lifecycle.retirement import (
     active_only,
     retirement_fields,
 )
+from memorystore.service.ops.stages import stage
 from memorystore.service.retrieval.indexing import PREV_KEY, IndexTexts, index_texts, line
 from memorystore.service.retrieval.reindex import INDEX_KEY
 from memorystore.service.state import scope_chain
@@ -178,28 +180,57 @@ class WritePipeline:
         exchange = {"user", "assistant"} <= roles
         settings = self.cfg.consolidation
         results: list[WriteResult] = []
+        plain: list[tuple[dict[str, Any], str | None, bool]] = []  # kept as said, in order
         for i, msg in enumerate(messages):
             if msg["role"] == "system":
                 continue
             memory_id = memory_ids[i] if memory_ids is not None else None
             turn = exchange or bool(msg.get("name"))
             if not turn and (settings.deduplicate or settings.supersede):
+                results.extend(await self._add_as_said(plain, scope, metadata or {}))
+                plain = []
                 async with self._locks.hold(scope):  # the comparison and the write are one step
                     results.extend(await self._add_fact(msg, scope, metadata or {}, memory_id))
                 continue
-            digest = memory_hash(msg["content"])
-            async with self._locks.hold((scope, digest)):
-                existing = await asyncio.to_thread(
-                    self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
-                )
-                if existing[0]:
-                    kept_id = str(existing[0][0].id)
-                    results.append({"id": kept_id, "memory": msg["content"], "event": "NONE"})
-                    continue
-                results.append(
-                    await self._insert(msg, scope, metadata or {}, turn, None, memory_id)
-                )
+            plain.append((msg, memory_id, turn))
+        results.extend(await self._add_as_said(plain, scope, metadata or {}))
         return results
+
+    async def _add_as_said(
+        self,
+        items: list[tuple[dict[str, Any], str | None, bool]],
+        scope: EntityIds,
+        metadata: dict[str, Any],
+    ) -> list[WriteResult]:
+        """Messages (message, id, is a turn) kept as said: a text already in the scope, or
+        earlier in `items`, is kept once (NONE naming the kept id); the others are embedded
+        in one batch and written in order. Each distinct text's lock is held throughout,
+        taken in one order (sorted), so two requests sharing texts cannot deadlock."""
+        if not items:
+            return []
+        digests = [memory_hash(msg["content"]) for msg, _, _ in items]
+        async with AsyncExitStack() as held:
+            for digest in sorted(set(digests)):
+                await held.enter_async_context(self._locks.hold((scope, digest)))
+            kept: dict[str, str] = {}
+            with stage("dedup"):
+                for digest in dict.fromkeys(digests):
+                    existing = await asyncio.to_thread(
+                        self.store.list, filters={**scope.filters(), "hash": digest}, top_k=1
+                    )
+                    if existing[0]:
+                        kept[digest] = str(existing[0][0].id)
+            results: list[WriteResult | None] = []
+            fresh: list[tuple[dict[str, Any], str, bool]] = []
+            for (msg, memory_id, turn), digest in zip(items, digests, strict=True):
+                if digest in kept:
+                    results.append({"id": kept[digest], "memory": msg["content"], "event": "NONE"})
+                    continue
+                kept[digest] = memory_id = memory_id or str(uuid.uuid4())
+                fresh.append((msg, memory_id, turn))
+                results.append(None)
+            written = iter(await self._insert_many(fresh, scope, metadata))
+            return [r if r is not None else next(written) for r in results]
 
     # --- facts: written by the caller, or by mem0's extraction ----------------------------
 
@@ -215,12 +246,15 @@ class WritePipeline:
         content = msg["content"]
         texts = self._fact_texts(msg, metadata)
         vector = await self._embed(texts.dense)
-        near = await self._neighbours(scope, vector)
-        duplicate = self._repeat_of(content, near, restated=True)
+        with stage("dedup"):
+            near = await self._neighbours(scope, vector)
+            duplicate = self._repeat_of(content, near, restated=True)
         if duplicate is not None and duplicate.keep == "old":
             return [_repeat(duplicate.id, near[duplicate.id], duplicate.rule)]
-        added = await self._insert(msg, scope, metadata, False, (texts, vector), memory_id)
-        outdated = self._outdated(added["id"], content, near, duplicate)
+        new_id = memory_id or str(uuid.uuid4())
+        added = await self._write(msg, scope, metadata, new_id, texts, vector)
+        with stage("dedup"):
+            outdated = self._outdated(added["id"], content, near, duplicate)
         return [added, *await self._retire_all(outdated, near)]
 
     def _fact_texts(self, msg: Mapping[str, Any], metadata: Mapping[str, Any]) -> IndexTexts:
@@ -306,10 +340,17 @@ class WritePipeline:
     # --- the steps every path shares --------------------------------------------------------
 
     async def _embed(self, text: str) -> list[float]:
-        vector: list[float] = await asyncio.to_thread(
-            self.memory.embedding_model.embed, text, "add"
-        )
-        return vector
+        return (await self._embed_many([text]))[0]
+
+    async def _embed_many(self, texts: list[str]) -> list[list[float]]:
+        """Passage vectors of `texts`, in one call to the embedder (one batch)."""
+        if not texts:
+            return []
+        with stage("embed"):
+            vectors: list[list[float]] = await asyncio.to_thread(
+                self.memory.embedding_model.embed_batch, texts, "add"
+            )
+        return vectors
 
     async def _neighbours(
         self,
@@ -366,41 +407,58 @@ class WritePipeline:
             "reason": reason,
         }
 
-    async def _insert(
+    async def _insert_many(
+        self,
+        items: list[tuple[dict[str, Any], str, bool]],
+        scope: EntityIds,
+        metadata: dict[str, Any],
+    ) -> list[WriteResult]:
+        """`_insert` for messages (message, id, is a turn) in order, embedded in one batch:
+        each turn's link is claimed first, so the batch forms one chain with what others
+        write in the scope meanwhile."""
+        prepared: list[tuple[IndexTexts, tuple[str, str] | None]] = []
+        for msg, memory_id, turn in items:
+            content, name = msg["content"], msg.get("name")
+            previous = None
+            if turn:
+                previous = await self._chain.claim(scope, memory_id, line(content, name))
+            prepared.append((self._texts(msg, metadata, previous), previous))
+        vectors = await self._embed_many([texts.dense for texts, _ in prepared])
+        return [
+            await self._write(msg, scope, metadata, memory_id, texts, vector, previous)
+            for (msg, memory_id, _), (texts, previous), vector in zip(
+                items, prepared, vectors, strict=True
+            )
+        ]
+
+    def _texts(
+        self, msg: dict[str, Any], metadata: dict[str, Any], previous: tuple[str, str] | None
+    ) -> IndexTexts:
+        date = metadata.get("date")
+        return index_texts(
+            msg["content"],
+            msg.get("name"),
+            str(date) if date else None,
+            previous[1] if previous else None,
+            self.cfg.retrieval,
+        )
+
+    async def _write(
         self,
         msg: dict[str, Any],
         scope: EntityIds,
         metadata: dict[str, Any],
-        turn: bool = True,
-        prepared: tuple[IndexTexts, list[float]] | None = None,
-        memory_id: str | None = None,
+        memory_id: str,
+        texts: IndexTexts,
+        vector: list[float],
+        previous: tuple[str, str] | None = None,
     ) -> WriteResult:
         """mem0's `infer=False` insert (`mem0_seam.create_memory`), with our index texts.
 
         The memory keeps mem0's payload (data, hash, timestamps, role, actor_id) and history
         row; what differs is what is embedded and keyword-indexed (`retrieval/indexing.py`) and
-        the link to the memory written just before it in the scope (`prev_id`). A fact
-        (`turn` false) comes `prepared`: its texts and vector, computed by the caller. The
-        id is `memory_id` when the caller names one, else a new UUID.
-        """
+        the link to the memory written just before it in the scope (`prev_id`)."""
         content, name = msg["content"], msg.get("name")
-        memory_id = memory_id or str(uuid.uuid4())
-        # claim the link first, so concurrent writes in a scope form one chain
-        previous = None
-        if turn:
-            previous = await self._chain.claim(scope, memory_id, line(content, name))
-        if prepared is None:
-            date = metadata.get("date")
-            texts = index_texts(
-                content,
-                name,
-                str(date) if date else None,
-                previous[1] if previous else None,
-                self.cfg.retrieval,
-            )
-            vector = await self._embed(texts.dense)
-        else:
-            texts, vector = prepared
         fields = {**metadata, **scope.filters(), "role": msg["role"]}
         fields[INDEX_KEY] = self._index_version
         if name:

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from memorystore.service.ops.stages import StageCollector
+
 __all__ = ["Metrics", "MetricsMiddleware"]
 
 Scope = dict[str, Any]
@@ -40,6 +42,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_MemoryCount(count_memories))
+        self.registry.register(StageCollector())
 
 
 class _MemoryCount(Collector):

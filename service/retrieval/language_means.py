@@ -82,11 +82,11 @@ def centre(texts: list[str], vectors: np.ndarray, table: dict[str, np.ndarray]) 
 
 def fresh_table() -> dict[str, Any]:
     """What `language_means.json` should hold: the means of every offline embedder."""
-    from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
+    from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS
 
     table: dict[str, Any] = {"corpus_sha256": corpus_digest()}
     for name, cls in OFFLINE_EMBEDDERS.items():
-        model = cls.load_model(1)
+        model = cls.load_model(1, cls.runtime_of({}))
         table[name] = compute(lambda texts, cls=cls, model=model: cls.passages(model, texts))
     return table
 

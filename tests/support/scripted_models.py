@@ -23,9 +23,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from memorystore.config import SecretSource, ServiceLLM
+from memorystore.service.embedding.offline import USEEmbedding
 from memorystore.service.lifecycle.judge import JUDGE_HEADER, listed
 from memorystore.service.ops.runner import UvicornThread
-from memorystore.service.retrieval.embedders import USEEmbedding
 from memorystore_dev.bench.consistency import chat_completion
 
 # keyword in the new messages → facts the "model" extracts

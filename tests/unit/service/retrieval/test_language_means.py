@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mem0.configs.embeddings.base import BaseEmbedderConfig
 
+from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS
 from memorystore.service.retrieval import language_means
-from memorystore.service.retrieval.embedders import OFFLINE_EMBEDDERS
 
 # How far a fresh computation of the same means may fall from the checked-in one: the
 # embedders' float kernels differ between CPUs (AVX2 vs AVX-512 gave differences up to 7.9e-5
