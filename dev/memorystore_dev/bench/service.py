@@ -242,13 +242,14 @@ async def _run_service(
 
         filled, fill_seconds = 0, 0.0
         for size in sizes:
-            start = time.perf_counter()
+            start, before_fill, grown = time.perf_counter(), await stages(), filled
             while filled < size:
                 n = min(PER_REQUEST, size - filled)
                 body = {"messages": turns(filled, n), "user_id": USER, "infer": False}
                 await post("/v3/memories/add/", body)
                 filled += n
             fill_seconds += time.perf_counter() - start
+            bulk_profile = per_op(before_fill, await stages(), max(filled - grown, 1))
             _say(f"  {side.name}: {filled} memories, {filled / fill_seconds:.0f}/s in bulk")
 
             notes = texts(adds, seed=size + 1)
@@ -276,6 +277,7 @@ async def _run_service(
             point.profile = {
                 "add": per_op(before, middle, adds),
                 "search": per_op(middle, after, searches),
+                "bulk": bulk_profile,
             }
             side.points.append(point)
             _say(
@@ -439,16 +441,19 @@ def table(sides: list[Side], profile: bool) -> str:
                     f"profile, {side.name} at {p.size}: mean ms per operation by stage "
                     "(rest: HTTP, auth, validation, mem0's bookkeeping)",
                     "",
-                    "| stage | search | add |",
-                    "|---|---:|---:|",
+                    "| stage | search | add | bulk, per memory |",
+                    "|---|---:|---:|---:|",
                 ]
                 for name in STAGES:
-                    s, a = p.profile["search"].get(name), p.profile["add"].get(name)
-                    if s is not None or a is not None:
-                        lines.append(f"| {name} | {_fmt(s, 2)} | {_fmt(a, 2)} |")
+                    row = [p.profile[op].get(name) for op in ("search", "add", "bulk")]
+                    if any(v is not None for v in row):
+                        lines.append(f"| {name} | " + " | ".join(_fmt(v, 2) for v in row) + " |")
                 rest_s = p.search.p50_ms - sum(p.profile["search"].values())
                 rest_a = p.add.p50_ms - sum(p.profile["add"].values())
-                lines.append(f"| rest (p50 − stages) | {rest_s:.2f} | {rest_a:.2f} |")
+                rest_b = 1e3 / side.bulk_per_s - sum(p.profile["bulk"].values())
+                lines.append(
+                    f"| rest (p50 − stages) | {rest_s:.2f} | {rest_a:.2f} | {rest_b:.2f} |"
+                )
     lines += ["", "goals (issue 31), the last runtime measured:", ""]
     lines += goal_lines(sides)
     return "\n".join(lines)

