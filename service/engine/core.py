@@ -411,19 +411,28 @@ class MemoryEngine:
         """Which of these history row ids exist: id → the memory whose row it is."""
         return await asyncio.to_thread(history_ids_in_use, self.memory, row_ids)
 
+    async def passage_vectors(self, texts: list[str]) -> list[list[float]]:
+        """This service's embedder's vectors of texts to store, in one batch."""
+        if not texts:
+            return []
+        with stage("embed"):
+            vectors: list[list[float]] = await asyncio.to_thread(
+                self.memory.embedding_model.embed_batch, texts, "add"
+            )
+        return vectors
+
     async def restore_memory(
         self,
         memory_id: str,
         payload: dict[str, Any],
-        dense_text: str,
+        vector: list[float],
         history: list[dict[str, Any]],
     ) -> int | None:
-        """Write an imported memory as given (payload, history rows), embedding `dense_text`
-        with this service's embedder, under its scope's lock; None when the id exists already.
+        """Write an imported memory as given (payload, history rows, and its vector from
+        `passage_vectors`), under its scope's lock; None when the id exists already.
 
         History first: a failure before the memory is written leaves rows that the next
         import of the same id replaces."""
-        vector = await asyncio.to_thread(self.memory.embedding_model.embed, dense_text, "add")
         async with self._locks.hold(_owner_lock(payload)):
             if await asyncio.to_thread(self.store.get, vector_id=memory_id) is not None:
                 return None

@@ -224,6 +224,9 @@ def payload_of(m: ExportedMemory, version: str, now: str) -> dict[str, Any]:
     return payload
 
 
+IMPORT_BATCH = 64  # memories embedded per call: one batch, bounded memory
+
+
 async def import_document(
     engine: MemoryEngine, doc: ExportDocument, max_chars: int
 ) -> dict[str, Any]:
@@ -250,15 +253,22 @@ async def import_document(
     now = datetime.now(UTC).isoformat()
     settings = engine.cfg.retrieval
     imported, events, skipped = 0, 0, []
-    for m in doc.memories:
-        payload = payload_of(m, engine.index_version, now)
-        texts = await asyncio.to_thread(stored_index_texts, payload, settings, previous_payload)
-        payload["text_lemmatized"] = texts.lexical
-        rows = [row.model_dump() for row in m.history]
-        written = await engine.restore_memory(m.id, payload, texts.dense, rows)
-        if written is None:
-            skipped.append(m.id)
-        else:
-            imported += 1
-            events += written
+    for start in range(0, len(doc.memories), IMPORT_BATCH):
+        batch = doc.memories[start : start + IMPORT_BATCH]
+        payloads, dense = [], []
+        for m in batch:
+            payload = payload_of(m, engine.index_version, now)
+            texts = await asyncio.to_thread(stored_index_texts, payload, settings, previous_payload)
+            payload["text_lemmatized"] = texts.lexical
+            payloads.append(payload)
+            dense.append(texts.dense)
+        vectors = await engine.passage_vectors(dense)
+        for m, payload, vector in zip(batch, payloads, vectors, strict=True):
+            rows = [row.model_dump() for row in m.history]
+            written = await engine.restore_memory(m.id, payload, vector, rows)
+            if written is None:
+                skipped.append(m.id)
+            else:
+                imported += 1
+                events += written
     return {"imported": imported, "skipped": skipped, "history_events": events}

@@ -1,2 +1,2 @@
-"""How memories are found: what is indexed, keyword terms, fusion, offline embedders and their
+"""How memories are found: what is indexed, keyword terms, fusion, the offline embedders'
 language centring, and re-indexing when the index settings change."""

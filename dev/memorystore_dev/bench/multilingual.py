@@ -26,10 +26,9 @@ from typing import Any
 
 import httpx
 
-from memorystore.config import ServiceEmbedder
 from memorystore.service.ops.runner import ServiceThread
 from memorystore.spec import LexicalTokenizer, RetrievalSettings
-from memorystore_dev.bench.args import loaded
+from memorystore_dev.bench.args import embedder_settings, loaded
 from memorystore_dev.bench.args import problems as bad_arguments
 from memorystore_dev.bench.service import Stats
 from memorystore_dev.bench.tiers import Tiers
@@ -167,7 +166,7 @@ def _run_config(
     cfg = tiers.config(
         tier,
         root / label.replace("@", "-"),
-        embedder=ServiceEmbedder(provider=embedder),
+        embedder=embedder_settings(embedder),
         retrieval=settings,
     )
     name = label
