@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Hashable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Hashable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 
 _HOLDING: contextvars.ContextVar[int] = contextvars.ContextVar("keyed_locks_holding", default=0)
 
@@ -52,6 +52,15 @@ class KeyedLocks:
             self._active -= 1
             if self._active == 0:
                 self._idle.set()
+
+    @asynccontextmanager
+    async def hold_many(self, keys: Sequence[Hashable]) -> AsyncIterator[None]:
+        """Every key of `keys` (repeats once), taken in one order (sorted by repr) so two
+        holders of overlapping sets cannot deadlock."""
+        async with AsyncExitStack() as held:
+            for key in sorted(set(keys), key=repr):
+                await held.enter_async_context(self.hold(key))
+            yield
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:

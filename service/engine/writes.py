@@ -22,7 +22,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from typing import Any
 
@@ -204,14 +203,13 @@ class WritePipeline:
     ) -> list[WriteResult]:
         """Messages (message, id, is a turn) kept as said: a text already in the scope, or
         earlier in `items`, is kept once (NONE naming the kept id); the others are embedded
-        in one batch and written in order. Each distinct text's lock is held throughout,
-        taken in one order (sorted), so two requests sharing texts cannot deadlock."""
+        in one batch and written in order. Each distinct text's lock is held throughout
+        (`hold_many`: one order, so two requests sharing texts cannot deadlock; across
+        replicas, one connection for them all)."""
         if not items:
             return []
         digests = [memory_hash(msg["content"]) for msg, _, _ in items]
-        async with AsyncExitStack() as held:
-            for digest in sorted(set(digests)):
-                await held.enter_async_context(self._locks.hold((scope, digest)))
+        async with self._locks.hold_many([(scope, digest) for digest in digests]):
             kept: dict[str, str] = {}
             with stage("dedup"):
                 for digest in dict.fromkeys(digests):

@@ -44,8 +44,26 @@ def keyword_text(payload: dict[str, Any]) -> str:
     return str(payload.get("text_lemmatized") or payload.get("data") or "")
 
 
+CACHED_CHARS = 1024  # texts up to this long keep their terms (a few MB for the whole cache)
+
+
 def terms(text: str, tokenizer: LexicalTokenizer) -> frozenset[int]:
-    """The hashed terms a text is indexed under (what a query must share to match it)."""
+    """The hashed terms a text is indexed under (what a query must share to match it).
+
+    Every search tokenises its ~100 candidates again (the keyword gate), and the same
+    memories come back as candidates query after query: short texts' terms are kept in a
+    bounded cache (1.4 ms of a 10k-memory search's 11 before it)."""
     if not text:
         return frozenset()
+    if len(text) <= CACHED_CHARS:
+        return _cached_terms(text, tokenizer)
+    return _terms(text, tokenizer)
+
+
+def _terms(text: str, tokenizer: LexicalTokenizer) -> frozenset[int]:
     return frozenset(encoder(tokenizer).embed_query(text).indices)
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_terms(text: str, tokenizer: LexicalTokenizer) -> frozenset[int]:
+    return _terms(text, tokenizer)

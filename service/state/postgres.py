@@ -303,23 +303,29 @@ class Database:
         return applied
 
     @asynccontextmanager
-    async def advisory(self, name: str) -> AsyncIterator[None]:
-        """Hold the session advisory lock `name` across replicas while the body runs.
+    async def advisory(self, *names: str) -> AsyncIterator[None]:
+        """Hold the session advisory locks `names` across replicas while the body runs.
 
-        On a connection of its own, released on exit; if this process dies, PostgreSQL
-        drops the connection and so the lock. Waiting holds a connection, not a thread."""
-        key = lock_id(name)
+        On one connection of its own, taken in one order (by lock id) so two holders of
+        overlapping sets cannot deadlock, released on exit; if this process dies, PostgreSQL
+        drops the connection and so the locks. Waiting holds a connection, not a thread."""
+        keys = sorted({lock_id(name) for name in names})
         await self.open_async()
         try:
             async with self.lock_pool.connection() as connection:
-                await connection.execute("SELECT pg_advisory_lock(%s)", (key,))
+                held: list[int] = []
                 try:
+                    for key in keys:
+                        await connection.execute("SELECT pg_advisory_lock(%s)", (key,))
+                        held.append(key)
                     yield
                 finally:
-                    try:
-                        await connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
-                    except psycopg.Error:  # the connection broke: PostgreSQL dropped the lock
-                        log.warning("advisory lock %s: released by a lost connection", key)
+                    for key in reversed(held):
+                        try:
+                            await connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                        except psycopg.Error:  # the connection broke: PostgreSQL dropped it
+                            log.warning("advisory lock %s: released by a lost connection", key)
+                            break
         except PoolTimeout:
             why = await asyncio.to_thread(self._why_no_connection)
             raise DatabaseUnavailable(f"{self.field}: {why}") from None
@@ -389,6 +395,14 @@ class ReplicaLocks:
     async def hold(self, key: Hashable) -> AsyncIterator[None]:
         name = f"{self._namespace}:{lock_name(key)}"
         async with self._local.hold(key), self._database.advisory(name):
+            yield
+
+    @asynccontextmanager
+    async def hold_many(self, keys: Sequence[Hashable]) -> AsyncIterator[None]:
+        """Every key at once: the in-process locks, then all advisory locks on one
+        connection (a request's hundred texts must not take a hundred connections)."""
+        names = [f"{self._namespace}:{lock_name(key)}" for key in keys]
+        async with self._local.hold_many(keys), self._database.advisory(*names):
             yield
 
     def exclusive(self) -> AbstractAsyncContextManager[None]:

@@ -114,6 +114,38 @@ def test_writers_through_three_replicas_lose_duplicate_and_reorder_nothing(
         assert set(adds.values()) == {1} and len(adds) == len(stored)
 
 
+def test_requests_of_many_turns_through_two_replicas_hold_their_locks_on_one_connection(
+    dsn: str, tmp_path: Path
+):
+    """A request's turns are kept once each under one advisory lock per text, all on one
+    connection: 60 texts per request, four requests at once sharing them in opposite orders
+    through two replicas (pool of 10), none lost, none twice, no pool exhausted."""
+    texts = [f"a turn of the long talk, number {n}" for n in range(60)]
+    with Replicas(tmp_path, dsn, 2) as replicas:
+        clients = [
+            httpx.Client(base_url=s.url, headers=replicas.headers, timeout=120)
+            for s in replicas.services
+        ]
+
+        def send(n: int) -> list[dict]:
+            ordered = texts if n % 2 == 0 else texts[::-1]
+            body = {
+                "messages": [{"role": "user", "content": t, "name": "Gus"} for t in ordered],
+                "user_id": "gus",
+            }
+            response = clients[n % 2].post(ADD, json=body)
+            assert response.status_code == 200, response.text
+            return response.json()["results"]
+
+        with ThreadPoolExecutor(4) as pool:
+            answers = [r for results in pool.map(send, range(4)) for r in results]
+        for client in clients:
+            client.close()
+    assert Counter(a["event"] for a in answers) == {"ADD": 60, "NONE": 180}
+    stored = _stored(dsn, "gus")
+    assert sorted(t for _, t, _ in stored) == sorted(texts)
+
+
 def test_a_retry_through_another_replica_replays_and_stores_once(dsn: str, tmp_path: Path):
     with Replicas(tmp_path, dsn, 3) as replicas:
         body = _turn("remember the milk", "ida")
