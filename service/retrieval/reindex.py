@@ -142,7 +142,7 @@ class Reindexer:
             return vector is not None
 
     def _texts(self, payload: dict[str, Any]) -> Any:
-        """The texts `WritePipeline._texts` would index this memory with under the current settings."""
+        """The texts a write (`WritePipeline._texts`) would index this memory with now."""
 
         def stored(memory_id: str) -> dict[str, Any] | None:
             record = self.store.get(vector_id=memory_id)
