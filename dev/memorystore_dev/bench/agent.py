@@ -43,7 +43,7 @@ USER = "bench-user"
 AGENT = "assistant"
 SYSTEM_PROMPT = "You are a helpful personal assistant."
 MEMORIES = 1000
-TARGET_ADDED_MS = 10.0
+TARGET_ADDED_MS = 12.0  # issue 31: the middleware adds at most 12 ms p50 to a turn
 
 OPENERS = [
     "Can you remind me what I said about",

@@ -147,14 +147,27 @@ def _free_port() -> int:
         return port
 
 
+@dataclass
+class Memory:
+    """A process's resident memory, MiB: now (VmRSS) and its peak so far (VmHWM)."""
+
+    rss_mib: float
+    hwm_mib: float
+
+    @classmethod
+    def of(cls, pid: int) -> Memory:
+        fields = {}
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024  # kB
+        return cls(fields["VmRSS"], fields["VmHWM"])
+
+
 def rss_mib(pid: int) -> tuple[float, float]:
     """A process's resident memory now (VmRSS) and its peak so far (VmHWM), MiB."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) / 1024  # kB
-    return fields["VmRSS"], fields["VmHWM"]
+    memory = Memory.of(pid)
+    return memory.rss_mib, memory.hwm_mib
 
 
 _STAGE_LINE = re.compile(r'^memorystore_stage_(seconds|calls)_total\{stage="(\w+)"\} (\S+)$')
