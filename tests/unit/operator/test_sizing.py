@@ -135,5 +135,5 @@ def test_setting_requests_keeps_the_default_limits_and_a_too_big_request_is_refu
     big = MemoryStoreSpec.model_validate(
         {"service": {"resources": {"requests": {"memory": "4Gi"}}}}
     )
-    with pytest.raises(SpecError, match=r"spec\.service\.resources\.limits\.memory \(1536Mi\)"):
+    with pytest.raises(SpecError, match=r"spec\.service\.resources\.limits\.memory \(2Gi\)"):
         check_spec(OWNER, big)
