@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -186,6 +187,21 @@ class World:
             for pol in policies:
                 made = api.post(POLICIES.format(ns=pol["metadata"]["namespace"]), json=pol)
                 assert made.status_code == 201, f"the API refused {pol}: {made.text}"
+
+    def forget_flows(self) -> None:
+        """Drop the lab's connection-tracking entries, so every probe is a NEW flow.
+
+        The enforcer judges a flow's first packet only (NFQUEUE on ctstate NEW); conntrack
+        keeps a UDP flow 30-120 s, and a probe's ephemeral source port now and then repeats
+        that of a recent probe which an earlier example's policies allowed: that probe
+        then rides the old flow past a policy that refuses it (seen in CI: UDP allowed
+        where egress was denied). The oracle judges new connections, as policies do."""
+        for direction in ("-s", "-d"):
+            done = subprocess.run(
+                ["conntrack", "-D", direction, f"{SUBNET}.0/24"], capture_output=True, text=True
+            )
+            # exit 1 with "0 flow entries": nothing to delete
+            assert done.returncode == 0 or " 0 flow entries" in done.stderr, done.stderr
 
     def barrier(self, timeout: float = 60) -> float:
         """Wait until the enforcer has seen every write made before this call.
@@ -432,6 +448,7 @@ def test_the_enforcer_agrees_with_the_reference_semantics(enforced, s):
         w.pod_labels(int(p.ip.rsplit(".", 1)[1]), dict(p.labels))
     w.policies(list(NAMESPACES), list(s.policies))
     w.barrier()
+    w.forget_flows()
     expected = _oracle(s)
     keys = list(expected)
     refused = sum(not v for v in expected.values())
