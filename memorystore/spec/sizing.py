@@ -18,7 +18,8 @@ docs/kubernetes.md, "Sizing", has the tables), on the 2-core development machine
   to a 128 MiB step (640Mi). Limit: about 2.7 times the 100k peak (2Gi): room for a tenant
   beyond 100k memories, for the largest request bodies the service's limits admit, and for
   the restore init container, which holds a backup's records while it checks them.
-  (`embedder.runtime: native` measured 282 / 319 MiB at 10k and 525 / 597 at 100k.)
+  (`embedder.runtime: native` measured 282 / 319 MiB at 10k and 525 / 597 at 100k;
+  `bench service`, filling through HTTP adds, 446 MiB at 10k and a 926 MiB peak at 100k.)
 - Qdrant (a real server, the service's collection: 384-dimensional vectors, the BM25 slot,
   mem0's payloads and payload indexes): 190 MiB resident at 10k points (peak 202); at 100k
   337 MiB once indexed, 971 MiB at its peak while the optimizer builds the HNSW index.

@@ -50,7 +50,7 @@ class E5Onnx:
         # requests already run side by side: idle pool threads must not spin on the CPU
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        # no arena: a bulk batch's activations go back when it ends, not held at their peak
+        # no arena: a long window's activations go back when its run ends, not held at peak
         options.enable_cpu_mem_arena = False
         calibration = e5_calibration.load(self.file) if precision == "int8" else None
         graph = _graph_bytes(self.file, precision, calibration, expose)
@@ -77,7 +77,7 @@ class E5Onnx:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        # every text's windows: (text, its content ids, weight)
+        # every text's windows: (the text's index, the window's content ids)
         windows: list[tuple[int, list[int]]] = []
         for i, ids in enumerate(self.content_ids([prefix + t for t in texts])):
             for start in range(0, max(len(ids), 1), self._window):

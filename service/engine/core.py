@@ -49,7 +49,12 @@ from memorystore.service.engine.results import (
     MemoryItem,
     WriteResult,
 )
-from memorystore.service.engine.writes import ScopeChain, ScopeLocks, WritePipeline
+from memorystore.service.engine.writes import (
+    ScopeChain,
+    ScopeLocks,
+    WritePipeline,
+    passage_vectors,
+)
 from memorystore.service.lifecycle.retirement import RETIRED_KEYS, active_only
 from memorystore.service.ops.stages import stage
 from memorystore.service.retrieval.cues import cue_bonuses, without_speakers
@@ -413,13 +418,7 @@ class MemoryEngine:
 
     async def passage_vectors(self, texts: list[str]) -> list[list[float]]:
         """This service's embedder's vectors of texts to store, in one batch."""
-        if not texts:
-            return []
-        with stage("embed"):
-            vectors: list[list[float]] = await asyncio.to_thread(
-                self.memory.embedding_model.embed_batch, texts, "add"
-            )
-        return vectors
+        return await passage_vectors(self.memory, texts)
 
     async def restore_memory(
         self,

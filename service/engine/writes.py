@@ -54,7 +54,7 @@ from memorystore.service.state import scope_chain
 from memorystore.service.state.postgres import ReplicaLocks
 from memorystore.service.stores.protocol import VectorStore
 
-__all__ = ["NEIGHBOURS", "ScopeChain", "ScopeLocks", "WritePipeline"]
+__all__ = ["NEIGHBOURS", "ScopeChain", "ScopeLocks", "WritePipeline", "passage_vectors"]
 
 NEIGHBOURS = 16  # nearest memories a new fact is compared with (duplicates, outdated ones)
 
@@ -87,6 +87,17 @@ def _offline_verdicts(
         for new_id, text in new
         for old_id, reason in retired_by(text, existing)
     ]
+
+
+async def passage_vectors(memory: AsyncMemory, texts: list[str]) -> list[list[float]]:
+    """The vectors `memory`'s embedder stores `texts` under, in one call (one batch)."""
+    if not texts:
+        return []
+    with stage("embed"):
+        vectors: list[list[float]] = await asyncio.to_thread(
+            memory.embedding_model.embed_batch, texts, "add"
+        )
+    return vectors
 
 
 class WritePipeline:
@@ -338,17 +349,7 @@ class WritePipeline:
     # --- the steps every path shares --------------------------------------------------------
 
     async def _embed(self, text: str) -> list[float]:
-        return (await self._embed_many([text]))[0]
-
-    async def _embed_many(self, texts: list[str]) -> list[list[float]]:
-        """Passage vectors of `texts`, in one call to the embedder (one batch)."""
-        if not texts:
-            return []
-        with stage("embed"):
-            vectors: list[list[float]] = await asyncio.to_thread(
-                self.memory.embedding_model.embed_batch, texts, "add"
-            )
-        return vectors
+        return (await passage_vectors(self.memory, [text]))[0]
 
     async def _neighbours(
         self,
@@ -421,7 +422,7 @@ class WritePipeline:
             if turn:
                 previous = await self._chain.claim(scope, memory_id, line(content, name))
             prepared.append((self._texts(msg, metadata, previous), previous))
-        vectors = await self._embed_many([texts.dense for texts, _ in prepared])
+        vectors = await passage_vectors(self.memory, [texts.dense for texts, _ in prepared])
         return [
             await self._write(msg, scope, metadata, memory_id, texts, vector, previous)
             for (msg, memory_id, _), (texts, previous), vector in zip(
