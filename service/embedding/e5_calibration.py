@@ -50,7 +50,7 @@ def peaks(model_path: Path | None = None) -> dict[str, np.ndarray]:
     found: dict[str, np.ndarray] = {}
     texts = [t for group in language_means.corpus().values() for t in group]
     for ids in runner.content_ids([PASSAGE + t for t in texts]):
-        outputs, _ = runner.forward([ids[: runner.file.max_positions - 2]], names)
+        outputs = runner.forward(ids[: runner.file.max_positions - 2], names)
         for name, values in zip(names, outputs, strict=True):
             peak = np.abs(values[0]).max(axis=0)
             found[name] = np.maximum(found[name], peak) if name in found else peak

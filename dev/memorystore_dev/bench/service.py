@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import yaml
@@ -238,92 +238,137 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _note(text: str) -> list[dict[str, str]]:
+    """A fact written on its own (no speaker: de-duplicated and superseded as facts are)."""
+    return [{"role": "user", "content": text}]
+
+
+class _Target(Protocol):
+    """What a side is measured through: our service over HTTP, or stock mem0 in-process."""
+
+    async def add(self, messages: list[dict[str, str]], user: str) -> None: ...
+
+    async def search(self, query: str, user: str) -> None: ...
+
+    async def count(self, user: str) -> int: ...
+
+    async def stages(self) -> dict[str, tuple[float, float]] | None:
+        """The service's stage counters (None: nothing to profile)."""
+
+
+class _Service:
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        response = await self.client.post(path, json=body)
+        response.raise_for_status()
+        return response.json()
+
+    async def add(self, messages: list[dict[str, str]], user: str) -> None:
+        await self._post(
+            "/v3/memories/add/", {"messages": messages, "user_id": user, "infer": False}
+        )
+
+    async def search(self, query: str, user: str) -> None:
+        body = {"query": query, "filters": {"user_id": user}, "top_k": 10}
+        await self._post("/v3/memories/search/", body)
+
+    async def count(self, user: str) -> int:
+        return int((await self._post("/v3/memories/", {"filters": {"user_id": user}}))["count"])
+
+    async def stages(self) -> dict[str, tuple[float, float]] | None:
+        return stage_totals((await self.client.get("/metrics")).text)
+
+
+class _StockMem0:
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+
+    async def add(self, messages: list[dict[str, str]], user: str) -> None:
+        await self.memory.add(messages, user_id=user, infer=False)
+
+    async def search(self, query: str, user: str) -> None:
+        await self.memory.search(query, filters={"user_id": user}, top_k=10)
+
+    async def count(self, user: str) -> int:
+        return len((await self.memory.get_all(filters={"user_id": user}, top_k=10_000))["results"])
+
+    async def stages(self) -> dict[str, tuple[float, float]] | None:
+        return None
+
+
+async def _measure(
+    target: _Target,
+    side: Side,
+    sizes: list[int],
+    adds: int,
+    searches: int,
+    clients: int,
+    rss: Callable[[], float] | None = None,
+) -> None:
+    """Fill `target` in bulk to each size, then time single adds and searches there; then
+    `clients` concurrent writers. Fills `side`."""
+    queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
+    stored = bulk = 0  # memories in the scope; of them, written in bulk
+    bulk_seconds = 0.0
+    for size in sizes:
+        readings = [await target.stages()]  # before the fill, the adds, the searches, after
+        start, grown = time.perf_counter(), stored
+        while stored < size:
+            n = min(PER_REQUEST, size - stored)
+            await target.add(turns(stored, n), USER)
+            stored += n
+        bulk += stored - grown
+        bulk_seconds += time.perf_counter() - start
+        _say(f"  {side.name}: {stored} memories, {bulk / bulk_seconds:.0f}/s in bulk")
+        readings.append(await target.stages())
+        notes = texts(adds, seed=size + 1)
+        add = await _timed([lambda t=t: target.add(_note(t), USER) for t in notes])
+        readings.append(await target.stages())
+        search = await _timed([lambda q=q: target.search(q, USER) for q in queries])
+        readings.append(await target.stages())
+        stored += adds
+        point = Point(size, Stats.of(*add), Stats.of(*search))
+        point.rss_mib = rss() if rss is not None else None
+        ops = {"bulk": max(stored - adds - grown, 1), "add": adds, "search": searches}
+        known = [r for r in readings if r is not None]
+        if len(known) == len(readings):  # a side with stage counters
+            point.profile = {
+                op: per_op(before, after, ops[op])
+                for op, before, after in zip(ops, known[:-1], known[1:], strict=True)
+            }
+        side.points.append(point)
+        _say(
+            f"  {side.name} at {size}: search p50 {point.search.p50_ms:.1f} ms, add p50 "
+            f"{point.add.p50_ms:.1f} ms"
+        )
+    side.bulk_per_s = bulk / bulk_seconds if bulk_seconds else 0.0
+    side.concurrent = await _concurrent_adds(target, clients)
+
+
 async def _run_service(
     svc: ServiceProcess, side: Side, sizes: list[int], adds: int, searches: int, clients: int
 ) -> None:
     headers = {"Authorization": f"Token {svc.key}"}
-    queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
     async with httpx.AsyncClient(base_url=svc.url, headers=headers, timeout=300) as client:
-
-        async def post(path: str, body: dict[str, Any]) -> Any:
-            response = await client.post(path, json=body)
-            response.raise_for_status()
-            return response.json()
-
-        async def stages() -> dict[str, tuple[float, float]]:
-            return stage_totals((await client.get("/metrics")).text)
-
-        filled, fill_seconds = 0, 0.0
-        for size in sizes:
-            start, before_fill, grown = time.perf_counter(), await stages(), filled
-            while filled < size:
-                n = min(PER_REQUEST, size - filled)
-                body = {"messages": turns(filled, n), "user_id": USER, "infer": False}
-                await post("/v3/memories/add/", body)
-                filled += n
-            fill_seconds += time.perf_counter() - start
-            bulk_profile = per_op(before_fill, await stages(), max(filled - grown, 1))
-            _say(f"  {side.name}: {filled} memories, {filled / fill_seconds:.0f}/s in bulk")
-
-            notes = texts(adds, seed=size + 1)
-            add_calls = [
-                lambda t=t: post(
-                    "/v3/memories/add/",
-                    {"messages": [{"role": "user", "content": t}], "user_id": USER, "infer": False},
-                )
-                for t in notes
-            ]
-            search_calls = [
-                lambda q=q: post(
-                    "/v3/memories/search/", {"query": q, "filters": {"user_id": USER}, "top_k": 10}
-                )
-                for q in queries
-            ]
-            before = await stages()
-            add_s, add_wall = await _timed(add_calls)
-            middle = await stages()
-            search_s, search_wall = await _timed(search_calls)
-            after = await stages()
-            filled += adds
-            point = Point(size, Stats.of(add_s, add_wall), Stats.of(search_s, search_wall))
-            point.rss_mib = svc.rss()[0]
-            point.profile = {
-                "add": per_op(before, middle, adds),
-                "search": per_op(middle, after, searches),
-                "bulk": bulk_profile,
-            }
-            side.points.append(point)
-            _say(
-                f"  {side.name} at {size}: search p50 {point.search.p50_ms:.1f} ms, add p50 "
-                f"{point.add.p50_ms:.1f} ms, RSS {point.rss_mib:.0f} MiB"
-            )
-        side.bulk_per_s = filled / fill_seconds if fill_seconds else 0.0
-        side.concurrent = await _concurrent_adds(post, clients)
+        target = _Service(client)
+        await _measure(target, side, sizes, adds, searches, clients, lambda: svc.rss()[0])
     side.peak_rss_mib = svc.rss()[1]
 
 
-async def _concurrent_adds(
-    post: Callable[[str, dict[str, Any]], Awaitable[Any]], clients: int
-) -> dict[str, Any]:
+async def _concurrent_adds(target: _Target, clients: int) -> dict[str, Any]:
     async def writer(w: int) -> int:
         ok = 0
         for i in range(PER_WRITER):
-            body = {
-                "messages": [{"role": "user", "content": f"writer {w} wrote fact {i}"}],
-                "user_id": f"writer-{w}",
-                "infer": False,
-            }
-            await post("/v3/memories/add/", body)
+            await target.add(_note(f"writer {w} wrote fact {i}"), f"writer-{w}")
             ok += 1
         return ok
 
     start = time.perf_counter()
     ok = sum(await asyncio.gather(*(writer(w) for w in range(clients))))
     wall = time.perf_counter() - start
-    stored = 0
-    for w in range(clients):
-        listed = await post("/v3/memories/", {"filters": {"user_id": f"writer-{w}"}})
-        stored += int(listed["count"])
+    stored = sum([await target.count(f"writer-{w}") for w in range(clients)])
     sent = clients * PER_WRITER
     return {"clients": clients, "sent": sent, "ok": ok, "stored": stored, "adds_per_s": sent / wall}
 
@@ -344,7 +389,6 @@ async def _run_peer(
     )
     from memorystore_dev.qdrant import QdrantServer
 
-    queries = [t.split(" (note")[0] for t in texts(searches, seed=7)]
     with QdrantServer(root=root / "qdrant") as qdrant:
         store = VectorStoreConfig(
             provider="qdrant",
@@ -363,42 +407,10 @@ async def _run_peer(
             store, llm_config(NO_LLM_PROVIDER, {}), embedder, str(root / "history.db")
         )
         memory = AsyncMemory(config)
-        filled, fill_seconds = 0, 0.0
-        for size in sizes:
-            start = time.perf_counter()
-            while filled < size:
-                n = min(PER_REQUEST, size - filled)
-                await memory.add(turns(filled, n), user_id=USER, infer=False)
-                filled += n
-            fill_seconds += time.perf_counter() - start
-            _say(f"  {side.name}: {filled} memories, {filled / fill_seconds:.0f}/s in bulk")
-            notes = texts(adds, seed=size + 1)
-            add_s, add_wall = await _timed(
-                [
-                    lambda t=t: memory.add(
-                        [{"role": "user", "content": t}], user_id=USER, infer=False
-                    )
-                    for t in notes
-                ]
-            )
-            search_s, search_wall = await _timed(
-                [lambda q=q: memory.search(q, filters={"user_id": USER}, top_k=10) for q in queries]
-            )
-            filled += adds
-            side.points.append(
-                Point(size, Stats.of(add_s, add_wall), Stats.of(search_s, search_wall))
-            )
-        side.bulk_per_s = filled / fill_seconds if fill_seconds else 0.0
-
-        async def post(_path: str, body: dict[str, Any]) -> Any:
-            if "messages" in body:
-                return await memory.add(body["messages"], user_id=body["user_id"], infer=False)
-            user = body["filters"]["user_id"]
-            got = await memory.get_all(filters={"user_id": user}, top_k=10_000)
-            return {"count": len(got["results"])}
-
-        side.concurrent = await _concurrent_adds(post, clients)
-        memory.db.close()
+        try:
+            await _measure(_StockMem0(memory), side, sizes, adds, searches, clients)
+        finally:
+            memory.db.close()
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
