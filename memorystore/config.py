@@ -20,6 +20,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from memorystore.spec import (
     OFFLINE_EMBEDDER_DIMS,
     ConsolidationSettings,
+    EmbeddedEngine,
     EmbedderProvider,
     EmbedderSettings,
     LLMSettings,
@@ -121,7 +122,7 @@ class Listen(Model):
     port: int = Field(8765, ge=0, le=65535, description="Port (0 picks a free one).")
 
 
-class EmbeddedQdrant(Model):
+class EmbeddedQdrant(EmbeddedEngine):
     path: str | None = Field(None, description="Directory of the embedded engine's data.")
 
 
@@ -263,6 +264,18 @@ class Limits(Model):
         16_000, ge=1, description="A message or memory text longer than this is refused."
     )
     max_messages: int = Field(100, ge=1, description="Messages accepted in one add.")
+    max_bulk_messages: int = Field(
+        10_000,
+        ge=1,
+        description="Messages accepted in one bulk add (`POST /v1/memories/bulk/`), stored in "
+        "chunks of maxMessages with a progress line after each.",
+    )
+    max_bulk_bytes: int = Field(
+        16_777_216,
+        ge=1024,
+        description="Larger bulk-add bodies are refused with 413 (every other route's bound "
+        "is maxRequestBytes).",
+    )
     max_top_k: int = Field(100, ge=1, description="Largest top_k / page_size accepted.")
     max_list_window: int = Field(
         10_000,

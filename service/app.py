@@ -13,6 +13,7 @@ from memorystore.config import ServiceConfig
 from memorystore.service.api import backups, health, memories, portability, search, sessions
 from memorystore.service.api.deps import authorise, prepared
 from memorystore.service.api.errors import ERROR_RESPONSES, add_exception_handlers
+from memorystore.service.api.memories import BULK_ROUTE
 from memorystore.service.lifespan import lifespan
 from memorystore.service.ops.observability import MetricsMiddleware
 from memorystore.service.ops.request_guard import RequestGuard
@@ -35,7 +36,11 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     )
     app.state.services = services
     app.state.not_ready = lambda: services.engine.not_ready  # ServiceThread waits for the schema
-    app.add_middleware(RequestGuard, limit=cfg.limits.max_request_bytes)
+    app.add_middleware(
+        RequestGuard,
+        limit=cfg.limits.max_request_bytes,
+        routes={BULK_ROUTE: (cfg.limits.max_bulk_bytes, "limits.maxBulkBytes")},
+    )
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     guarded = [Depends(authorise), Depends(prepared)]
     for api in (memories, search, sessions, portability, backups):

@@ -7,7 +7,9 @@ or first, with PostgreSQL, the database schema, retried until the database lets 
 answers 503 with the reason until then, and until those erasures are finished); and the
 sweep that ends idle sessions (which also finishes erasures that failed half-way and, with
 replicas, empties this process's text caches when another replica recorded one); and the
-thread that re-reads the DSNs' and API keys' files (ops/secret_files.py). At stop: those
+thread that re-reads the DSNs' and API keys' files (ops/secret_files.py); and the loop that
+builds the embedded engine's HNSW graph when enough points wait outside it
+(stores/graph_builds.py). At stop: those
 loops and any answered-but-unfinished work are cancelled, then the services are closed
 (the secret files' thread first).
 """
@@ -29,6 +31,7 @@ from memorystore.service.lifecycle.consolidation import Consolidator
 from memorystore.service.retrieval.reindex import Progress, Reindexer, describe
 from memorystore.service.services import STATE_MIGRATIONS, Services
 from memorystore.service.state import postgres
+from memorystore.service.stores.graph_builds import keep_indexed
 from memorystore.service.stores.protocol import StoreUnavailable
 
 __all__ = ["PREPARE_RETRY_S", "RETRY_ERASURES_AFTER_S", "lifespan"]
@@ -58,8 +61,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         task = asyncio.create_task(_prepare(engine, STATE_MIGRATIONS, reindexer))
     idle_s = services.cfg.consolidation.session_idle_minutes * 60
     sweeper = asyncio.create_task(_sweep(services.consolidator, idle_s, engine))
+    indexer = asyncio.create_task(
+        keep_indexed(engine.embedded_stores, services.metrics.graph_builds)
+    )
     yield
-    for running in (task, sweeper, *services.background):
+    for running in (task, sweeper, indexer, *services.background):
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running

@@ -85,6 +85,7 @@ from memorystore.spec.status import (
     ServiceKeyStatus,
 )
 from memorystore.spec.storage import (
+    INDEX_AFTER,
     EmbeddedEngine,
     ExternalQdrant,
     HistoryDBSpec,
@@ -107,6 +108,7 @@ __all__ = [
     "CRON_PATTERN",
     "DEFAULT_EMBEDDER",
     "GROUP",
+    "INDEX_AFTER",
     "KIND",
     "LABEL_VALUE_PATTERN",
     "MAX_TOLERATIONS",

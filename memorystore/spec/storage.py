@@ -19,6 +19,9 @@ from memorystore.spec.kube import (
 )
 from memorystore.spec.sizing import QdrantResources
 
+# points outside the embedded engine's HNSW graph before the service builds it
+INDEX_AFTER = 20_000
+
 __all__ = [
     "EmbeddedEngine",
     "ExternalQdrant",
@@ -91,6 +94,14 @@ class EmbeddedEngine(Model):
     SQLite history, so one volume holds the tenant's memory. The engine locks its files for
     one process, so `spec.service.replicas` is 1.
     """
+
+    index_after: int = Field(
+        INDEX_AFTER,
+        ge=0,
+        description="Points outside the HNSW graph before the service builds it, in a child "
+        "process beside it (searches scan those points meanwhile: ~2.5 ms per 20,000 on two "
+        "cores; with the graph, ~2 ms at 100,000). 0: never built, every search scans.",
+    )
 
 
 class PostgresSettings(Model):

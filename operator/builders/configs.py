@@ -50,7 +50,10 @@ def service_config_data(
     vs = spec.vector_store
     vector_store: dict[str, Any] = {"collection": vs.collection}
     if vs.embedded is not None:
-        vector_store["embedded"] = {"path": EMBEDDED_QDRANT_PATH}
+        vector_store["embedded"] = {
+            "path": EMBEDDED_QDRANT_PATH,
+            "indexAfter": vs.embedded.index_after,
+        }
     elif vs.postgres is not None:
         vector_store["postgres"] = {"hnswEfSearch": vs.postgres.hnsw_ef_search}
         if vs.postgres.dsn_secret_ref is not None:  # else: the history's database

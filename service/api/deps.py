@@ -19,7 +19,13 @@ from pydantic import BaseModel
 
 from memorystore.config import Limits
 from memorystore.scope import EntityIds, ScopeError, split_scope
-from memorystore.service.api.schemas import AddRequest, ExchangeRequest, QueryId, check_metadata
+from memorystore.service.api.schemas import (
+    AddRequest,
+    BulkAddRequest,
+    ExchangeRequest,
+    QueryId,
+    check_metadata,
+)
 from memorystore.service.engine.core import MemoryEngine
 from memorystore.service.services import Services
 from memorystore.service.state.idempotency import IdempotencyStore, KeyReused, fingerprint
@@ -181,10 +187,17 @@ class LimitChecks:
                 f"({self.limits.max_metadata_bytes})",
             )
 
-    def writable(self, body: AddRequest | ExchangeRequest) -> EntityIds:
+    def writable(
+        self, body: AddRequest | ExchangeRequest | BulkAddRequest, bulk: bool = False
+    ) -> EntityIds:
         """The scope of a request that writes messages, once its limits and metadata pass."""
-        if len(body.messages) > self.limits.max_messages:
-            raise HTTPException(422, f"messages: at most {self.limits.max_messages} per request")
+        most, field = (
+            (self.limits.max_bulk_messages, "limits.maxBulkMessages")
+            if bulk
+            else (self.limits.max_messages, "limits.maxMessages")
+        )
+        if len(body.messages) > most:
+            raise HTTPException(422, f"messages: at most {most} per request ({field})")
         for i, message in enumerate(body.messages):
             self.text(message.content, f"messages.content[{i}]")
         scope, _ = scoped(body, None)

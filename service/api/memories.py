@@ -8,10 +8,13 @@ memory's history then answers 404.
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from memorystore.scope import ENTITY_TYPES, EntityIds
 from memorystore.service.api.deps import (
@@ -25,6 +28,7 @@ from memorystore.service.api.deps import (
 )
 from memorystore.service.api.responses import (
     AddResults,
+    BulkProgress,
     Confirmation,
     Deleted,
     EntityPage,
@@ -34,12 +38,23 @@ from memorystore.service.api.responses import (
     Ping,
     page_of,
 )
-from memorystore.service.api.schemas import AddRequest, ListRequest, PathId, UpdateRequest
+from memorystore.service.api.schemas import (
+    AddRequest,
+    BulkAddRequest,
+    ListRequest,
+    PathId,
+    UpdateRequest,
+)
 from memorystore.service.engine.results import MemoryItem
 
-__all__ = ["router"]
+__all__ = ["BULK_ROUTE", "router"]
+
+log = logging.getLogger("memorystore.service")
 
 router = APIRouter(tags=["memories"])
+
+BULK_ROUTE = "/v1/memories/bulk/"  # its body bound is limits.maxBulkBytes (app.py)
+NDJSON = "application/x-ndjson"
 
 PageNumber = Annotated[int, Query(ge=1)]
 
@@ -74,6 +89,47 @@ async def add(
         return 200, {"results": results}
 
     return await once(idempotency_key, body, run)
+
+
+@router.post(
+    BULK_ROUTE,
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "One BulkProgress per line, after each chunk of limits.maxMessages.",
+            "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/BulkProgress"}}},
+            "model": BulkProgress,
+        }
+    },
+)
+async def add_bulk(body: BulkAddRequest, engine: EngineDep, limits: LimitsDep) -> StreamingResponse:
+    """Store up to limits.maxBulkMessages messages as written (imports, history back-fills),
+    with progress: the whole request is checked before anything is stored, then each chunk
+    is stored and answered with a line; the first `done` messages are stored."""
+    scope = limits.writable(body, bulk=True)
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    total, chunk = len(messages), limits.limits.max_messages
+
+    async def lines() -> AsyncIterator[str]:
+        done, results = 0, []
+        try:
+            async for done, part in engine.add_bulk(messages, scope, body.metadata, chunk):
+                results.extend(part)
+                if done < total:
+                    yield _line(BulkProgress(done=done, total=total))
+        except Exception:  # the status is sent: the last line says where it stopped
+            log.exception("bulk add stopped after %d of %d messages", done, total)
+            error = f"storing stopped after {done} of {total} messages; resend from there"
+            yield _line(BulkProgress(done=done, total=total, error=error))
+            return
+        yield _line(BulkProgress.model_validate({"done": done, "total": total, "results": results}))
+
+    return StreamingResponse(lines(), media_type=NDJSON)
+
+
+def _line(progress: BulkProgress) -> str:
+    # ASCII: a lone surrogate a message kept must not break the stream half-way
+    return json.dumps(progress.model_dump(exclude_none=True)) + "\n"
 
 
 @router.post("/v3/memories/", response_model=MemoryPage, response_model_exclude_unset=True)

@@ -163,6 +163,21 @@ class AddResults(BaseModel):
     )
 
 
+class BulkProgress(BaseModel):
+    """One line of a bulk add's answer (NDJSON): after each chunk, the messages done (the
+    first `done` are stored); the last line also has every result, or the error that
+    stopped the rest."""
+
+    done: int = Field(description="Messages of the request stored so far, from the first.")
+    total: int
+    results: list[AddedMemory] | None = Field(
+        None, description="On the last line: what the add did, message by message."
+    )
+    error: str | None = Field(
+        None, description="On the last line, when storing stopped: why. Resend from `done`."
+    )
+
+
 class HistoryEvent(_Open):
     """One change of a memory, as mem0's history records it."""
 

@@ -200,6 +200,14 @@ class AddRequest(Scoped):
     )
 
 
+class BulkAddRequest(Scoped):
+    """Many messages stored as written (no extraction), in order, as one add of all of them
+    would store them: in chunks of `limits.maxMessages`, a progress line after each."""
+
+    messages: list[Message] = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+
+
 class SearchRequest(Scoped):
     query: str = Field(min_length=1)
     filters: Filters = None

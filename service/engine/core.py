@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import AsyncIterator, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ from memorystore.service.retrieval.lexical import keyword_text
 from memorystore.service.retrieval.lexical import terms as lexical_terms
 from memorystore.service.retrieval.reindex import INDEX_KEY, index_version
 from memorystore.service.state import erasure_ledger, pg_history, postgres, scope_chain
+from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.protocol import ScoredRecord, StoredRecord, VectorStore
 
 __all__ = ["CONSOLIDATION_KEY", "RESERVED_METADATA_KEYS", "MemoryEngine", "NotFound"]
@@ -201,6 +202,17 @@ class MemoryEngine:
         if infer and self.infer_available:
             return await self._writes.extract(messages, scope, metadata)
         return await self._writes.add_raw(messages, scope, metadata, memory_ids)
+
+    def add_bulk(
+        self,
+        messages: list[dict[str, Any]],
+        scope: EntityIds,
+        metadata: dict[str, Any] | None,
+        chunk: int,
+    ) -> AsyncIterator[tuple[int, list[WriteResult]]]:
+        """Store many messages as written, `chunk` at a time: (messages done, the chunk's
+        results) after each (`WritePipeline.add_many`)."""
+        return self._writes.add_many(messages, scope, metadata, chunk)
 
     async def search(
         self,
@@ -517,6 +529,12 @@ class MemoryEngine:
         self.ledger.close()
         for database in self.databases():
             database.close()
+
+    def embedded_stores(self) -> list[EdgeVectorStore]:
+        """The embedded engine's open stores (memories, and entity links once mem0 opened
+        them): the ones whose HNSW graph the service builds itself (stores/graph_builds.py)."""
+        stores = (self.store, opened_entity_store(self.memory))
+        return [store for store in stores if isinstance(store, EdgeVectorStore)]
 
     def databases(self) -> list[postgres.Database]:
         """The PostgreSQL databases this engine owns (history's, and the vectors' if other)."""

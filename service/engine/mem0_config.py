@@ -79,6 +79,7 @@ def mem0_config(cfg: ServiceConfig, vectors: Database | None = None) -> MemoryCo
                 path=str(path),
                 keyword_search=cfg.retrieval.hybrid,
                 tokenizer=cfg.retrieval.tokenizer,
+                index_after=vs.embedded.index_after,
             ),
         )
     elif vs.postgres is not None:

@@ -110,7 +110,7 @@ from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.pgvector.store import PgVectorStore
 from memorystore.service.stores.protocol import VectorStore
 from memorystore.service.stores.qdrant_server import QdrantServerStore, ca_context
-from memorystore.spec import LexicalTokenizer
+from memorystore.spec import INDEX_AFTER, LexicalTokenizer
 
 __all__ = [
     "EDGE_PROVIDER",
@@ -194,6 +194,7 @@ class EdgeStoreConfig(BaseModel):
     path: str
     keyword_search: bool = False
     tokenizer: LexicalTokenizer = LexicalTokenizer.MULTILINGUAL
+    index_after: int = INDEX_AFTER
 
 
 class ServerStoreConfig(BaseModel):

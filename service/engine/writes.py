@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -176,6 +176,7 @@ class WritePipeline:
         scope: EntityIds,
         metadata: dict[str, Any] | None,
         memory_ids: Sequence[str | None] | None = None,
+        exchange: bool | None = None,
     ) -> list[WriteResult]:
         """Store each non-system message as one memory; an identical text in scope is kept once.
 
@@ -184,10 +185,11 @@ class WritePipeline:
         its own (an agent's add_memory, a list of notes) stands alone: embedding it with an
         unrelated fact written before it ranked that neighbour's topic onto it. Facts are
         also kept true (`_add_fact`); turns are records of what was said, kept as said.
-        `memory_ids[i]`, when given, is the id message i is written under.
+        `memory_ids[i]`, when given, is the id message i is written under; `exchange`, when
+        given, whether the messages are part of a larger request holding both sides.
         """
-        roles = {msg["role"] for msg in messages}
-        exchange = {"user", "assistant"} <= roles
+        if exchange is None:
+            exchange = {"user", "assistant"} <= {msg["role"] for msg in messages}
         settings = self.cfg.consolidation
         results: list[WriteResult] = []
         plain: list[tuple[dict[str, Any], str | None, bool]] = []  # kept as said, in order
@@ -205,6 +207,23 @@ class WritePipeline:
             plain.append((msg, memory_id, turn))
         results.extend(await self._add_as_said(plain, scope, metadata or {}))
         return results
+
+    async def add_many(
+        self,
+        messages: list[dict[str, Any]],
+        scope: EntityIds,
+        metadata: dict[str, Any] | None,
+        chunk: int,
+    ) -> AsyncIterator[tuple[int, list[WriteResult]]]:
+        """`add_raw` of `messages` in chunks of `chunk`, stored as one add_raw of them all
+        would store them (the chain runs on; turns or facts judged on the whole request);
+        yields after each chunk the messages done and that chunk's results. A chunk begun
+        is finished even when the caller stops listening (its client went away)."""
+        exchange = {"user", "assistant"} <= {msg["role"] for msg in messages}
+        for start in range(0, len(messages), chunk):
+            part = messages[start : start + chunk]
+            write = asyncio.ensure_future(self.add_raw(part, scope, metadata, None, exchange))
+            yield start + len(part), await asyncio.shield(write)
 
     async def _add_as_said(
         self,

@@ -16,6 +16,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from memorystore.service.ops.stages import StageCollector
+from memorystore.service.stores.embedded import EdgeVectorStore
+from memorystore.service.stores.graph_builds import GraphBuilds
 
 __all__ = ["Metrics", "MetricsMiddleware"]
 
@@ -26,7 +28,11 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 
 class Metrics:
-    def __init__(self, count_memories: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        count_memories: Callable[[], int],
+        embedded_stores: Callable[[], list[EdgeVectorStore]] = list,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "memorystore_request_seconds",
@@ -43,6 +49,7 @@ class Metrics:
         )
         self.registry.register(_MemoryCount(count_memories))
         self.registry.register(StageCollector())
+        self.graph_builds = GraphBuilds(self.registry, embedded_stores)
 
 
 class _MemoryCount(Collector):

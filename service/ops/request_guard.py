@@ -6,7 +6,8 @@ otherwise resolve silently (the last of two `user_id`s, or of two equal JSON key
 wrongly (a streamed body over the limit surfaced as FastAPI's 400 "error parsing the body").
 One layer covers every router, the ones added later included, with no route opting in.
 
-- a body over `limits.maxRequestBytes`, declared or streamed (chunked): 413;
+- a body over `limits.maxRequestBytes`, declared or streamed (chunked): 413 (a route given
+  its own bound, the bulk add's `limits.maxBulkBytes`, is held to that one instead);
 - a query parameter given more than once (no route takes a list): 422 naming it;
 - a JSON body (`application/json`, `application/*+json`, or no content type) with a key
   given twice in any object, at any depth: 400 naming its path.
@@ -127,18 +128,26 @@ class _TooLarge(Exception):
 class RequestGuard:
     """Refuse what no route may receive (see the module docstring), before any handler."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: int, routes: dict[str, tuple[int, str]] | None = None
+    ) -> None:
+        """`limit` bounds every body but those of `routes`: path -> (bound, its field)."""
         self.app = app
         self.limit = limit
+        self.routes = routes or {}
+
+    def _bound(self, scope: Scope) -> tuple[int, str]:
+        return self.routes.get(scope.get("path", ""), (self.limit, "limits.maxRequestBytes"))
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = scope.get("headers") or []
+        limit, field = self._bound(scope)
         declared = dict(headers).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._too_large(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _too_large(send, limit, field)
             return
         name = repeated_parameter(scope.get("query_string", b""))
         if name is not None:
@@ -151,9 +160,9 @@ class RequestGuard:
             )
             return
         try:
-            body, last = await self._read(receive)
+            body, last = await _read(receive, limit)
         except _TooLarge:
-            await self._too_large(send)
+            await _too_large(send, limit, field)
             return
         if last is not None:  # the client went away before its body was complete
             return
@@ -177,25 +186,26 @@ class RequestGuard:
                 return
         await self.app(scope, _replay(body, receive), send)
 
-    async def _read(self, receive: Any) -> tuple[bytes, Message | None]:
-        """The whole body, or (b"", the disconnect) when the client left first."""
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return b"", message
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.limit:
-                raise _TooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks), None
 
-    async def _too_large(self, send: Any) -> None:
-        detail = f"request body exceeds limits.maxRequestBytes ({self.limit} bytes)"
-        await _answer(send, 413, detail)
+async def _read(receive: Any, limit: int) -> tuple[bytes, Message | None]:
+    """The whole body, or (b"", the disconnect) when the client left first."""
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", message
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+async def _too_large(send: Any, limit: int, field: str) -> None:
+    await _answer(send, 413, f"request body exceeds {field} ({limit} bytes)")
 
 
 def _replay(body: bytes, receive: Any) -> Callable[[], Any]:

