@@ -11,7 +11,11 @@ have no version: they were keyword-indexed with the `word` tokenizer and embedde
 language centring) as the store's context setting said.
 
 Each memory is re-read and rewritten under its scope's write lock (the one updates and
-deletes hold), so a concurrent update is never overwritten with the old payload. The store
+deletes hold), so a concurrent update is never overwritten with the old payload. A page's
+texts are embedded ahead, EMBED_BATCH per call and outside the locks (one call per text
+held each memory's lock for an embedding); under the lock a vector made ahead is used only
+if the text to embed is still the one it was made from, else the memory is embedded
+alone. The store
 stays searchable throughout: a memory not yet re-indexed still has its old vectors.
 Embedder threads change how fast a vector is computed, not what it is (at most its last
 bits of rounding), so they are not an index setting; a different embedder model or dimension
@@ -33,6 +37,7 @@ from memorystore.spec import RetrievalSettings
 
 INDEX_KEY = "index_version"
 PAGE = 256
+EMBED_BATCH = 64  # texts embedded per call ahead of the locks (as imports do)
 log = logging.getLogger("memorystore.service.retrieval.reindex")
 
 
@@ -101,9 +106,10 @@ class Reindexer:
             todo = [p for p in page if str(p.id) not in skipped]
             if not todo:
                 break
+            ahead = await self._embed_ahead([str(p.id) for p in todo])
             for point in todo:
                 try:
-                    if await self._one(str(point.id)):
+                    if await self._one(str(point.id), ahead):
                         progress.re_embedded += 1
                     progress.done += 1
                 except Exception:
@@ -117,8 +123,32 @@ class Reindexer:
             report(progress)
         return progress
 
-    async def _one(self, memory_id: str) -> bool:
-        """Re-index one memory under its scope's lock; True when its dense vector was redone."""
+    async def _embed_ahead(self, memory_ids: list[str]) -> dict[str, list[float]]:
+        """The vectors of the dense texts these memories would be embedded with now (those
+        whose dense part is stale), by text, EMBED_BATCH per call, outside any lock."""
+
+        def dense_texts() -> list[str]:
+            texts = []
+            for memory_id in memory_ids:
+                record = self.store.get(vector_id=memory_id)
+                if record is not None and self._needs_vector(record.payload or {}):
+                    texts.append(self._texts(dict(record.payload or {})).dense)
+            return list(dict.fromkeys(texts))
+
+        texts = await asyncio.to_thread(dense_texts)
+        vectors: dict[str, list[float]] = {}
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = texts[start : start + EMBED_BATCH]
+            vectors.update(zip(batch, await self.engine.passage_vectors(batch), strict=True))
+        return vectors
+
+    def _needs_vector(self, payload: dict[str, Any]) -> bool:
+        stamped = payload.get(INDEX_KEY) or legacy_version(self.settings)
+        return stamped != self.version and _dense_part(stamped) != _dense_part(self.version)
+
+    async def _one(self, memory_id: str, ahead: dict[str, list[float]] | None = None) -> bool:
+        """Re-index one memory under its scope's lock; True when its dense vector was redone
+        (with the vector made `ahead` for its text, if any)."""
         record = await asyncio.to_thread(self.store.get, vector_id=memory_id)
         if record is None:
             return False
@@ -129,14 +159,13 @@ class Reindexer:
             payload = dict(record.payload or {})
             if payload.get(INDEX_KEY) == self.version:  # rewritten meanwhile
                 return False
-            stamped = payload.get(INDEX_KEY) or legacy_version(self.settings)
             vector = None
-            if _dense_part(stamped) != _dense_part(self.version):
+            if self._needs_vector(payload):
                 texts = await asyncio.to_thread(self._texts, payload)
                 payload["text_lemmatized"] = texts.lexical
-                vector = await asyncio.to_thread(
-                    self.engine.memory.embedding_model.embed, texts.dense, "add"
-                )
+                vector = (ahead or {}).get(texts.dense)
+                if vector is None:  # changed since: embedded alone
+                    vector = (await self.engine.passage_vectors([texts.dense]))[0]
             payload[INDEX_KEY] = self.version
             await asyncio.to_thread(self.store.reindex, memory_id, payload, vector)
             return vector is not None

@@ -894,7 +894,8 @@ def test_an_embedded_store_is_stored_without_a_managed_default(kube: Kube, names
     result = apply(kube, namespace, {"vectorStore": {"embedded": {}}})
     assert result.returncode == 0, result.stderr
     stored = stored_spec(kube, namespace)
-    assert stored["vectorStore"] == {"embedded": {}, "collection": "memories"}
+    # the engine's graph threshold defaulted by the server from the CRD's schema
+    assert stored["vectorStore"] == {"embedded": {"indexAfter": 20000}, "collection": "memories"}
     assert stored["historyDb"] == {"sqlite": {"storage": {"size": "1Gi"}}}
     assert stored["service"]["replicas"] == 1
     # scaling out is refused by the server, naming the field and the reason

@@ -379,7 +379,7 @@ def test_an_embedded_store_is_ready_as_one_pod_without_qdrant_children(
     rendered = yaml.safe_load(cm["data"][names.SERVICE_CONFIG_FILE])
     assert rendered["vectorStore"] == {
         "collection": "memories",
-        "embedded": {"path": "/data/qdrant"},
+        "embedded": {"path": "/data/qdrant", "indexAfter": 20000},
     }
     assert {"mountPath": "/data", "name": "data"} in container["volumeMounts"]
     kube.kubectl("get", "pvc", names.memory_data_claim_name("e"), "-n", namespace)

@@ -199,3 +199,46 @@ def test_the_reindex_command(tmp_path: Path):
     bad = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 2
     assert "memorystore reindex: invalid config" in bad.stderr and "tokenizer" in bad.stderr
+
+
+def test_a_page_is_embedded_in_batches_ahead_and_each_vector_is_its_own_text(
+    tmp_path: Path, monkeypatch
+):
+    """Texts are embedded EMBED_BATCH per call outside the locks; every stored vector is the
+    one its text gets alone, also for a memory whose vector made ahead no longer fits."""
+    import numpy as np
+
+    data = tmp_path / "data"
+    write(config(data, WORD), 90)
+    engine = MemoryEngine(config(data, RetrievalSettings()))
+    try:
+        runner = Reindexer(engine)
+        batches: list[int] = []
+        real = engine.passage_vectors
+
+        async def counted(texts: list[str]) -> list[list[float]]:
+            batches.append(len(texts))
+            return await real(texts)
+
+        monkeypatch.setattr(engine, "passage_vectors", counted)
+        first = str(engine.store.list(filters={"user_id": "u0"}, top_k=1)[0][0].id)
+        real_ahead = runner._embed_ahead
+
+        async def one_stale(ids: list[str]) -> dict[str, list[float]]:
+            ahead = await real_ahead(ids)
+            text = runner._texts(dict(engine.store.get(first).payload)).dense
+            ahead.pop(text, None)  # as if the memory changed after its vector was made
+            return ahead
+
+        monkeypatch.setattr(runner, "_embed_ahead", one_stale)
+        progress = asyncio.run(runner.run())
+        assert (progress.done, progress.re_embedded, progress.failed) == (90, 90, 0)
+        assert max(batches) == reindex.EMBED_BATCH and batches.count(1) == 1, batches
+        monkeypatch.setattr(engine, "passage_vectors", real)
+        vectors = {i: v for i, v, _ in engine.store.points()}
+        for memory_id, vector in vectors.items():
+            payload = dict(engine.store.get(memory_id).payload)
+            alone = asyncio.run(engine.passage_vectors([runner._texts(payload).dense]))[0]
+            assert np.allclose(vector, alone, atol=1e-5), memory_id
+    finally:
+        engine.close()
