@@ -1,8 +1,9 @@
 # The memory service and the operator: one Python distribution, two images (build targets).
 #
-#   docker build --target memory-service -t ghcr.io/memorystore/memory-service:0.1.0 .
-#   docker build --target operator       -t ghcr.io/memorystore/operator:0.1.0 .
-#   kind load docker-image ghcr.io/memorystore/memory-service:0.1.0 ghcr.io/memorystore/operator:0.1.0
+#   docker build --target memory-service -t ghcr.io/memorystore/memory-service:$(cat VERSION) .
+#   docker build --target operator       -t ghcr.io/memorystore/operator:$(cat VERSION) .
+#   (`make kind-e2e` builds both and loads them into its kind cluster; `make release-check`
+#   builds them and the chart package, versioned from VERSION)
 #
 # Needs BuildKit (the default builder since Docker 23). Slim and non-root (uid 10001, what
 # the operator's pod security context expects); every Python package pinned by a lock file;

@@ -10,7 +10,7 @@ BIN        := $(VENV)/bin
 export PYTHONSAFEPATH := 1
 export MEM0_TELEMETRY := False
 
-.PHONY: install demo test docs lint format tools node-deps cluster-up kind-e2e bench-service lock lock-operator clean
+.PHONY: install demo test docs lint format tools node-deps cluster-up kind-e2e release-check bench-service lock lock-operator clean
 
 install: $(VENV)/.installed
 
@@ -92,22 +92,35 @@ cluster-up: tools
 # (not this one: no Docker engine runs here).
 KIND_CLUSTER ?= memorystore-e2e
 KIND_KUBECONFIG ?= $(CURDIR)/.kind-$(KIND_CLUSTER).kubeconfig
+RELEASE := $(shell cat VERSION)
+IMAGES := ghcr.io/memorystore/memory-service:$(RELEASE) ghcr.io/memorystore/operator:$(RELEASE)
 kind-e2e: install tools
 	@docker info >/dev/null 2>&1 || { echo "kind-e2e needs a running Docker engine"; exit 2; }
 	@command -v kind >/dev/null || { echo "kind-e2e needs kind on PATH (go install sigs.k8s.io/kind)"; exit 2; }
+	docker build --target memory-service -t ghcr.io/memorystore/memory-service:$(RELEASE) .
+	docker build --target operator -t ghcr.io/memorystore/operator:$(RELEASE) .
 	kind create cluster --name $(KIND_CLUSTER) --kubeconfig $(KIND_KUBECONFIG) --wait 120s
+	kind load docker-image --name $(KIND_CLUSTER) $(IMAGES)
 	KUBECONFIG=$(KIND_KUBECONFIG) $(BIN)/pytest tests/e2e; status=$$?; \
 	  kind delete cluster --name $(KIND_CLUSTER); rm -f $(KIND_KUBECONFIG); exit $$status
 
-# ruff, then mypy over the product as installed (strict on the seams: pyproject's [tool.mypy])
+# ruff, then mypy over the product as installed (strict on the seams: pyproject's [tool.mypy]),
+# then the GitHub workflows with the pinned actionlint (built from its Go module, cached)
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m memorystore_dev.typecheck
+	$(BIN)/python -m memorystore_dev.version
+	$(BIN)/python -m memorystore_dev.workflows
 
 format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# What a release publishes, built here from VERSION: the chart package and both images
+# (docker archives), with sizes and digests (root: the image harness; `make node-deps`).
+release-check: install node-deps
+	$(BIN)/python -m memorystore_dev.release
 
 bench-service: install
 	$(BIN)/memorystore bench service

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from memorystore import __version__
 from memorystore.config import ConfigError, ServiceConfig, load_model
 
 EPILOG = """\
@@ -201,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"memorystore {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memorystore import __version__
+
 
 @dataclass(frozen=True)
 class Owner:
@@ -19,7 +21,7 @@ class Owner:
 class Images:
     """Default images, from the operator's settings (`settings.py`: the Helm chart sets them)."""
 
-    service: str = "ghcr.io/memorystore/memory-service:0.1.0"
+    service: str = f"ghcr.io/memorystore/memory-service:{__version__}"
     qdrant: str = "qdrant/qdrant:v1.18.3"
 
 

@@ -41,6 +41,11 @@ KUBE_NETWORK_POLICIES = "v0.8.0"
 # node's cluster DNS, run as a host process (node/).
 COREDNS = "v1.15.0"
 
+# github.com/rhysd/actionlint: v1.7.12 is the newest release served. The linter of the GitHub
+# workflows (.github/workflows/, `make lint`): the workflows cannot run here, so they are
+# checked statically (expressions, contexts, action inputs, runner labels).
+ACTIONLINT = "v1.7.12"
+
 # tool -> pinned version; the keys are the tool names `ensure_tools` accepts.
 TOOL_VERSIONS: dict[str, str] = {
     "kube-apiserver": KUBERNETES,
@@ -54,4 +59,5 @@ TOOL_VERSIONS: dict[str, str] = {
     "kwok": KWOK,
     "helm": HELM,
     "kube-network-policies": KUBE_NETWORK_POLICIES,
+    "actionlint": ACTIONLINT,
 }

@@ -141,6 +141,15 @@ GROUPS: tuple[Group, ...] = (
         version_args={"kube-network-policies": ("--help",)},
         expect="Usage: kube-network-policies",
     ),
+    Group(
+        # The GitHub workflows' linter (`make lint`), stamped with its pin as its release is.
+        name="actionlint",
+        module="github.com/rhysd/actionlint",
+        version=versions.ACTIONLINT,
+        packages={"actionlint": "github.com/rhysd/actionlint/cmd/actionlint"},
+        version_args={"actionlint": ("-version",)},
+        expect=versions.ACTIONLINT.removeprefix("v"),
+    ),
 )
 TOOLS: tuple[str, ...] = tuple(t for g in GROUPS for t in g.packages)
 

@@ -77,6 +77,8 @@ def _ldflags(group: Group, go: str, workdir: Path, info_time: str | None) -> lis
             "finding helm's client-go version",
         ).strip()
         return helm_ldflags(group.module, group.version, client_go)
+    if group.name == "actionlint":  # its release build's stamp (`actionlint -version`)
+        return ["-s", "-w", f"-X {group.module}.version={group.version.removeprefix('v')}"]
     return ["-s", "-w"]
 
 

@@ -1,0 +1,81 @@
+"""`make release-check`: the artifacts a release publishes, built here, versioned from VERSION.
+
+The chart package (`helm package`, the pinned Helm) and both images (the image harness's
+private dockerd: `devcluster/images`), saved as docker archives, into one directory, then a
+table of what was built with sizes and sha256 digests. The release workflow
+(.github/workflows/release.yml) builds the same from the same Dockerfile and chart, for two
+architectures, and pushes and signs them; here nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import yaml
+
+from memorystore_dev.devcluster.tools import ensure_tools
+from memorystore_dev.version import ROOT, drift, version
+
+__all__ = ["chart_package", "main"]
+
+
+def chart_package(out: Path, root: Path = ROOT) -> Path:
+    """`helm package` of the chart into `out`; the package's Chart.yaml is checked to carry
+    VERSION as its version and appVersion."""
+    helm = ensure_tools(["helm"], log=lambda _: None)["helm"]
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [str(helm), "package", str(root / "charts" / "memorystore"), "--destination", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    want = version(root)
+    package = out / f"memorystore-{want}.tgz"
+    with tarfile.open(package) as archive:
+        member = archive.extractfile("memorystore/Chart.yaml")
+        assert member is not None
+        chart = yaml.safe_load(member.read())
+    if (chart["version"], chart["appVersion"]) != (want, want):
+        raise SystemExit(f"{package}: version {chart['version']}, appVersion {chart['appVersion']}")
+    return package
+
+
+def _digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memorystore_dev.release")
+    parser.add_argument("--out", type=Path, default=ROOT / ".memorystore" / "release")
+    parser.add_argument("--no-images", action="store_true", help="the chart package only")
+    args = parser.parse_args(argv)
+    problems = drift()
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
+    built = [chart_package(args.out)]
+    if not args.no_images:
+        from memorystore_dev.devcluster.images.builder import TARGETS, ImageBuilder
+
+        with ImageBuilder() as builder:
+            for target in TARGETS:
+                image = builder.build(target)
+                built.append(builder.save(image.tag, args.out))
+    print(f"release {version()} artifacts in {args.out}:")
+    for path in built:
+        print(f"  {path.name}\t{path.stat().st_size / 1e6:.2f} MB\tsha256:{_digest(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
