@@ -47,11 +47,8 @@ def chart_package(out: Path, root: Path = ROOT) -> Path:
 
 
 def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

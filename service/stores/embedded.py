@@ -333,13 +333,17 @@ class EdgeVectorStore:
                 raise IndexBuildFailed(
                     f"index build of {self.path} exited with {child.returncode}: {tail[0]}"
                 )
-            built = qe.EdgeShard.load(str(copy), self._config())
             try:
-                for operation in journal:
-                    built.update(operation)
-                built.flush()
-            finally:
-                built.close()
+                built = qe.EdgeShard.load(str(copy), self._config())
+                try:
+                    for operation in journal:
+                        built.update(operation)
+                    built.flush()
+                finally:
+                    built.close()
+            except BaseException:  # the live shard is untouched; the copy goes
+                shutil.rmtree(copy, ignore_errors=True)
+                raise
             self._replace(copy)
         return True
 

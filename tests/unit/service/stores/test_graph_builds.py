@@ -187,6 +187,22 @@ def test_a_failed_child_names_itself_and_leaves_the_shard_as_it_was(store, tmp_p
     assert store._indexer is None and store._journal is None
 
 
+def test_a_copy_that_cannot_be_opened_is_dropped_and_the_shard_kept(store, tmp_path, monkeypatch):
+    """After the child: loading the built copy or replaying onto it fails (a full disk)."""
+    built = []
+
+    def config_once_built():  # asked for when the built copy is opened, after the child
+        built.append(True)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(store, "_config", config_once_built)
+    with pytest.raises(OSError, match="No space left"):
+        store.build_index()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memories"]
+    assert built and store.count() == POINTS
+    assert store._indexer is None and store._journal is None
+
+
 def test_index_after_zero_never_builds(filled, tmp_path):
     shutil.copytree(filled, tmp_path, dirs_exist_ok=True)
     store = EdgeVectorStore("memories", DIMS, str(tmp_path), index_after=0)
