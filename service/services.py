@@ -107,7 +107,7 @@ class Services:
             idempotency=idem,
             consolidator=consolidator,
             reindexer=Reindexer(engine),
-            metrics=Metrics(engine.count, engine.embedded_stores),
+            metrics=Metrics(engine.count, engine.embedded_stores, journal.backlog),
             secret_files=secret_files,
         )
 

@@ -39,7 +39,15 @@ router = APIRouter(tags=["backups"], responses=BACKUP_ERRORS, lifespan=_start)
 async def take_backup(body: BackupRequest, services: ServicesDep) -> dict[str, Any]:
     """Back the whole store up into backup.path while it serves (writes wait meanwhile); 409
     while a backup of that name is being taken, or when it exists."""
-    return await backup.take(services.engine, body.name)
+    try:
+        manifest = await backup.take(services.engine, body.name)
+    except Exception as exc:  # a refusal (a name taken, no target) is not a failed backup
+        refused = isinstance(exc, backup.BackupError) and exc.status < 500
+        services.metrics.backups.labels("refused" if refused else "failed").inc()
+        raise
+    services.metrics.backups.labels("ok").inc()
+    services.metrics.last_backup.set_to_current_time()
+    return manifest
 
 
 @router.get("/v1/backups/{name}/", response_model=BackupManifest, response_model_exclude_unset=True)

@@ -167,6 +167,15 @@ class _Journal(Tables):
         )
         return [_exchange(row) for row in rows]
 
+    def backlog(self) -> tuple[int, float | None]:
+        """Exchanges journalled and not consolidated yet, and when the oldest of them was
+        journalled (seconds since the epoch; None when there is none): what a session-end
+        sweep has still to do."""
+        ((count, oldest),) = self._rows(
+            f"SELECT COUNT(*), MIN(created) FROM {self._table} WHERE consolidated IS NULL"
+        )
+        return int(count), None if oldest is None else float(oldest)
+
     def mark(self, seqs: list[int]) -> None:
         """Record these exchanges as consolidated (one transaction; marking again only
         moves the time)."""

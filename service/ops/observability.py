@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -32,6 +32,7 @@ class Metrics:
         self,
         count_memories: Callable[[], int],
         embedded_stores: Callable[[], list[EdgeVectorStore]] = list,
+        backlog: Callable[[], tuple[int, float | None]] = lambda: (0, None),
     ) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
@@ -50,6 +51,21 @@ class Metrics:
         self.registry.register(_MemoryCount(count_memories))
         self.registry.register(StageCollector())
         self.graph_builds = GraphBuilds(self.registry, embedded_stores)
+        self.registry.register(_Backlog(backlog))
+        self.backups = Counter(
+            "memorystore_backups_total",
+            "Backups asked of this process (POST /v1/backups/), by outcome: ok, failed, "
+            "refused (a name taken, no backup target).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.last_backup = Gauge(
+            "memorystore_backup_last_success_timestamp_seconds",
+            "When this process last finished a backup (seconds since the epoch); 0 until "
+            "it has (a restart starts again at 0: the operator's backup status is the "
+            "lasting record).",
+            registry=self.registry,
+        )
 
 
 class _MemoryCount(Collector):
@@ -65,6 +81,30 @@ class _MemoryCount(Collector):
         except Exception:  # a scrape must not fail because the store is down; readyz says so
             return
         yield gauge
+
+
+class _Backlog(Collector):
+    """The session journal's backlog, read at scrape time."""
+
+    def __init__(self, backlog: Callable[[], tuple[int, float | None]]) -> None:
+        self._backlog = backlog
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            pending, oldest = self._backlog()
+        except Exception:  # a scrape must not fail because the database is away
+            return
+        yield GaugeMetricFamily(
+            "memorystore_consolidation_pending_exchanges",
+            "Exchanges journalled and not consolidated into memory yet.",
+            value=float(pending),
+        )
+        if oldest is not None:
+            yield GaugeMetricFamily(
+                "memorystore_consolidation_oldest_pending_timestamp_seconds",
+                "When the oldest exchange waiting for consolidation was journalled.",
+                value=oldest,
+            )
 
 
 class MetricsMiddleware:

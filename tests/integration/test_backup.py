@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -258,9 +259,15 @@ def test_a_missing_target_fails_the_backup_and_the_store_keeps_serving(tmp_path:
         assert http.post("/v3/memories/", json={"user_id": "alice"}).json()["count"] == count
         body = {"messages": [{"role": "user", "content": "Still writable."}], "user_id": "z"}
         assert http.post("/v1/memories/", json={**body, "infer": False}).status_code == 200
+        metrics = http.get("/metrics").text
+        assert 'memorystore_backups_total{outcome="failed"} 1.0' in metrics
+        assert "memorystore_backup_last_success_timestamp_seconds 0.0" in metrics  # never
     with ServiceThread(_config(tmp_path, "no-target")) as svc, _client(svc) as http:
         response = http.post("/v1/backups/", json={"name": "b"})
         assert response.status_code == 409 and "backup.path" in response.json()["detail"]
+        metrics = http.get("/metrics").text
+        assert 'memorystore_backups_total{outcome="refused"} 1.0' in metrics
+        assert 'outcome="failed"' not in metrics
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
@@ -324,7 +331,15 @@ def test_backup_names_and_lifecycle(tmp_path: Path, target: Path) -> None:
 
         refused()
         assert list(target.iterdir()) == []
+        before = time.time()
         assert http.post("/v1/backups/", json={"name": "ok.1"}).status_code == 200
+        metrics = {
+            line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
+            for line in http.get("/metrics").text.splitlines()
+            if line.startswith("memorystore_backup")
+        }
+        assert metrics['memorystore_backups_total{outcome="ok"}'] == 1.0
+        assert before <= metrics["memorystore_backup_last_success_timestamp_seconds"] <= time.time()
         again = http.post("/v1/backups/", json={"name": "ok.1"})
         assert again.status_code == 409 and "already exists" in again.json()["detail"]
         assert http.get("/v1/backups/missing/").status_code == 404

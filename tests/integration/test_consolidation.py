@@ -219,14 +219,32 @@ def test_a_repeat_the_model_extracts_again_is_removed(with_model):
 # --- session-end consolidation ----------------------------------------------------------------
 
 
+def _backlog(http: httpx.Client) -> tuple[float, float | None]:
+    """The journal's backlog as /metrics shows it: pending exchanges, oldest timestamp."""
+    found = {}
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("memorystore_consolidation_"):
+            name, _, value = line.rpartition(" ")
+            found[name] = float(value)
+    pending = found["memorystore_consolidation_pending_exchanges"]
+    return pending, found.get("memorystore_consolidation_oldest_pending_timestamp_seconds")
+
+
 def test_a_session_becomes_the_users_statements_once(http):
+    waiting, _ = _backlog(http)
+    before = time.time()
     journal(http, "s1", "I live in Hangzhou, I love hiking.", "Got it: Hangzhou and hiking!")
     journal(http, "s1", "Can you draw me a bar chart of sales?", "```python\nplt.bar(...)\n```")
     journal(http, "s1", "Thanks!", "You're welcome.")
     journal(http, "s1", "As I said, I live in Hangzhou.", "Noted again.")
     assert texts(http) == []  # nothing is memory before the session ends
+    pending, oldest = _backlog(http)  # the backlog a dashboard shows
+    assert pending == waiting + 4 and oldest is not None and oldest <= time.time()
+    if waiting == 0:
+        assert oldest >= before - 1  # the database's clock stamped it
 
     first = end(http, "s1")
+    assert _backlog(http)[0] == waiting
     assert first["exchanges"] == 4
     assert [r["event"] for r in first["results"]] == ["ADD", "ADD", "NONE"]  # said again
     stored = texts(http)

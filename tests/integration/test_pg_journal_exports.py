@@ -135,6 +135,9 @@ def journal_scenario(journal: Journal) -> list[tuple[str, Any]]:
         for scope, session, text, meta, saved, raw in appends
     ]
     out.append(("seqs", seqs))
+    pending, oldest = journal.backlog()  # the oldest's time differs by backend: checked here
+    assert oldest is not None and abs(oldest - time.time()) < 60
+    out.append(("backlog", pending))
     for scope, session in [(ALICE, "s1"), (COACH, "s1"), (ALICE, "s2"), (ALICE, "nope")]:
         out.append((f"pending {scope} {session}", journal.pending(scope, session)))
     out.append(("idle now", journal.idle(60)))
@@ -143,6 +146,7 @@ def journal_scenario(journal: Journal) -> list[tuple[str, Any]]:
     journal.mark([seqs[3], seqs[0]])  # a repeated end marks again: nothing changes
     journal.mark([])
     out.append(("pending alice s1 marked", journal.pending(ALICE, "s1")))
+    out.append(("backlog marked", journal.backlog()[0]))
     out.append(("idle after mark", journal.idle(60, now=later)))
     journal.prune(3600)
     out.append(("rows after prune 1h", count(journal)))
@@ -188,6 +192,7 @@ def test_the_journal_scenario(kind, new_journal):
     assert [e.seq for e in out["pending agent after forget"]] == [6]
     assert out["idle after agent forget"] == [(BOB, "s1")]
     assert out["seq after forget"] == 7  # seqs are never reused
+    assert (out["backlog"], out["backlog marked"]) == (6, 4)
 
 
 def test_the_journal_scenario_gives_the_same_results_on_both(new_journal):
