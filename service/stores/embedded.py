@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 import qdrant_edge as qe
 
 from memorystore.service.retrieval import lexical
+from memorystore.service.stores.edge_files import ShardFiles
 from memorystore.service.stores.filters import engine_filter
 from memorystore.service.stores.protocol import (
     FacetValue,
@@ -126,7 +127,8 @@ class EdgeVectorStore:
         self.collection_name = collection_name
         self.embedding_model_dims = embedding_model_dims
         self.root = Path(path)
-        self.path = self.root / collection_name
+        self.files = ShardFiles(self.root, collection_name)
+        self.path = self.files.live
         self._keyword_search = keyword_search
         self.tokenizer = LexicalTokenizer(tokenizer)
         self._bm25 = lexical.encoder(self.tokenizer)
@@ -263,7 +265,7 @@ class EdgeVectorStore:
             self._cancel_index()  # its copy holds what this purge erases
             shard = self._open()
             shard.flush()
-            copy = self._purge_path()
+            copy = self.files.purge_copy
             if copy.exists():
                 shutil.rmtree(copy)
             fresh = qe.EdgeShard.create(str(copy), self._config())
@@ -305,7 +307,7 @@ class EdgeVectorStore:
         and swap the result in (see the module's "Index"). False when another build runs or
         the shard was replaced meanwhile (the copy is dropped); IndexBuildFailed when the
         child fails. Blocks for the build's length: call it from a worker thread."""
-        copy = self._index_path()
+        copy = self.files.index_copy
         with self._lock:
             if self._indexer is not None:
                 return False
@@ -492,44 +494,13 @@ class EdgeVectorStore:
                 self._swapping = False
                 self._gate.notify_all()
 
-    def _purge_path(self) -> Path:
-        """Where a purge builds the new shard."""
-        return self.root / f".{self.collection_name}.purge"
-
-    def _index_path(self) -> Path:
-        """Where an index build optimizes its copy of the shard."""
-        return self.root / f".{self.collection_name}.index"
-
-    def _old_path(self) -> Path:
-        """Where a replaced shard waits to be deleted."""
-        return self.root / f".{self.collection_name}.old"
-
     def _replace(self, copy: Path) -> None:
         """Put the finished `copy` in the shard's place (with the lock held); reads wait for
-        the swap, a crash half-way is finished at the next open (`_recover`)."""
-        old = self._old_path()
+        the swap, a crash half-way is finished at the next open (`ShardFiles.recover`)."""
         with self._swap():
             self._close_shard()
-            os.rename(self.path, old)
-            os.rename(copy, self.path)
-            _sync_dir(self.root)
-            shutil.rmtree(old)
+            self.files.swap_in(copy)
             self._shard = self._open_shard()
-
-    def _recover(self) -> None:
-        """Finish or drop what a purge or an index build killed half-way left (see the
-        module's "Erasure"); at most one of their copies can be whole at a swap."""
-        old, copies = self._old_path(), (self._purge_path(), self._index_path())
-        if old.exists():
-            if not self.path.exists():  # killed between the two renames
-                for copy in copies:
-                    if copy.exists():
-                        os.rename(copy, self.path)
-                        break
-            shutil.rmtree(old)
-        for copy in copies:  # a copy never finished, or finished but not swapped in
-            if copy.exists():
-                shutil.rmtree(copy)
 
     def _cancel_index(self) -> None:
         """Stop a build in flight and delete its copy (with the lock held): the shard is
@@ -539,7 +510,7 @@ class EdgeVectorStore:
         if child is not None:
             child.kill()
             child.wait()
-            shutil.rmtree(self._index_path(), ignore_errors=True)
+            shutil.rmtree(self.files.index_copy, ignore_errors=True)
 
     def _config(self) -> qe.EdgeConfig:
         return qe.EdgeConfig(
@@ -574,7 +545,7 @@ class EdgeVectorStore:
             shutil.rmtree(self.path)
 
     def _open_shard(self) -> qe.EdgeShard:
-        self._recover()
+        self.files.recover()
         config = self._config()
         config_file = self.path / _CONFIG_FILE
         if config_file.is_file():
@@ -640,15 +611,6 @@ def _copy_points(source: qe.EdgeShard, target: qe.EdgeShard) -> int:
             copied += len(points)
         if offset is None:
             return copied
-
-
-def _sync_dir(path: Path) -> None:
-    """Make the renames in `path` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def dense_vector(stored: Any) -> list[float]:
