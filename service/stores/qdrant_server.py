@@ -8,7 +8,8 @@ real server): the engine's filter translation (stores/server_filters.py), the em
 store's payload indexes, ids, results and errors, an offline BM25 encoder (mem0's is
 fastembed, a model download), the cosine look-up, facet and exact counts, re-indexing,
 backups' scroll, the managed collection layout, TLS against a given CA, and StoreUnavailable
-(a 503) for every call the server does not answer. That means overriding mem0 internals: this
+(a 503) for every call the server does not answer or keeps failing (its client guarded by
+stores/qdrant_guard.py). That means overriding mem0 internals: this
 module is the one place besides `engine/mem0_seam.py` that touches them; the seam's
 docstring lists each and `tests/unit/service/engine/test_mem0_seam.py` checks them against
 the installed mem0.
@@ -21,22 +22,18 @@ which is closed a grace period later (or at `close`).
 
 from __future__ import annotations
 
-import functools
 import logging
 import ssl
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
-import grpc
-import httpx
 import numpy as np
 from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import ResponseHandlingException
+from qdrant_client.http.exceptions import UnexpectedResponse
 from qdrant_client.models import (
     Filter,
     HasIdCondition,
@@ -58,6 +55,7 @@ from memorystore.service.stores.protocol import (
     StoreUnavailable,
     VectorStore,
 )
+from memorystore.service.stores.qdrant_guard import Guarded
 from memorystore.service.stores.server_filters import server_filter
 from memorystore.spec import LexicalTokenizer
 
@@ -78,36 +76,6 @@ logging.getLogger("mem0.vector_stores.qdrant").setLevel(logging.WARNING)
 # far beyond qdrant-client's REST timeout (5 s unless configured) and one scroll batch
 RETIRED_CLIENT_GRACE_S = 60.0
 DELETED = "closed: its collection was deleted (create_col makes it again)"
-# what qdrant-client raises when the server does not answer (REST: httpx's errors wrapped;
-# gRPC: an RpcError): the server is away, not the request wrong
-UNREACHABLE: tuple[type[BaseException], ...] = (
-    ResponseHandlingException,
-    httpx.TransportError,
-    grpc.RpcError,
-    OSError,
-)
-# A connection that dropped or was refused, as when a Qdrant pod goes away behind its Service
-# (the next connection reaches another peer): retried after these pauses, then a 503. The
-# calls are safe to repeat: upserts and deletes name their point ids, reads change nothing,
-# and a collection create repeated after a lost answer is refused as existing (the next
-# create_col finds it). A timeout is not retried: the server is there.
-RECONNECT_PAUSES_S = (0.1, 0.3, 0.9)
-DROPPED: tuple[type[BaseException], ...] = (
-    httpx.ConnectError,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-    ConnectionError,
-)
-
-
-def dropped(exc: BaseException) -> bool:
-    """The server hung up or refused the connection (qdrant-client wraps httpx's error)."""
-    cause = exc.source if isinstance(exc, ResponseHandlingException) else exc
-    if isinstance(cause, grpc.RpcError):  # a call's error has a status code; others do not
-        code = getattr(cause, "code", None)
-        return callable(code) and code() == grpc.StatusCode.UNAVAILABLE
-    return isinstance(cause, DROPPED)
 
 
 def _without_credentials(url: str) -> str:
@@ -204,42 +172,6 @@ def server_client(url: str | None, api_key: str | None, ca: str | None = None) -
     return QdrantClient(**params)
 
 
-class _Guarded:
-    """A qdrant-client client whose calls are retried when the connection drops
-    (RECONNECT_PAUSES_S) and raise StoreUnavailable instead of the transport's errors when the
-    server does not answer; everything else is the client's own."""
-
-    def __init__(
-        self,
-        client: Any,
-        unavailable: Callable[[BaseException], StoreUnavailable],
-        pauses: Sequence[float] = RECONNECT_PAUSES_S,
-    ):
-        self._client = client
-        self._unavailable = unavailable
-        self._pauses = pauses
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._client, name)
-        if not callable(attribute):
-            return attribute
-
-        @functools.wraps(attribute)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            for pause in (*self._pauses, None):
-                try:
-                    return attribute(*args, **kwargs)
-                except UNREACHABLE as exc:
-                    if pause is None or not dropped(exc):
-                        raise self._unavailable(exc) from None
-                    log.info("Qdrant %s: %s; retrying in %.1f s", name, type(exc).__name__, pause)
-                time.sleep(pause)
-            raise AssertionError("unreachable")  # pragma: no cover
-
-        setattr(self, name, call)  # wrapped once: later look-ups find it without this
-        return call
-
-
 def point_id(value: PointId) -> int | str:
     """A point id as Qdrant takes it: an unsigned integer, or a UUID in its canonical form;
     anything else is refused as the embedded engine refuses it (ValueError, naming it)."""
@@ -321,7 +253,7 @@ class QdrantServerStore(Qdrant):
 
     @client.setter
     def client(self, client: QdrantClient) -> None:
-        guarded = client if isinstance(client, _Guarded) else _Guarded(client, self.unavailable)
+        guarded = client if isinstance(client, Guarded) else Guarded(client, self.unavailable)
         self._client = cast(QdrantClient, guarded)
 
     # --- the collection -------------------------------------------------------------------
@@ -435,7 +367,9 @@ class QdrantServerStore(Qdrant):
         self.create_col()
 
     def unavailable(self, exc: BaseException) -> StoreUnavailable:
-        """`exc` (the server cannot be reached) as the reason /readyz gives."""
+        """`exc` (the server cannot be reached, or keeps failing) as the reason /readyz gives."""
+        if isinstance(exc, UnexpectedResponse):
+            return StoreUnavailable(f"the vector store ({self.where}) answered {exc.status_code}")
         return StoreUnavailable(
             f"the vector store ({self.where}) cannot be reached: {type(exc).__name__}"
         )

@@ -798,6 +798,10 @@ def _postgres_steps(
 
 MANAGED_EXAMPLE = ROOT / "examples" / "memorystore.yaml"
 HA_STORE = "acme-ha"
+# a search may miss the newest write while a rejoining Qdrant copy turns Active (see
+# replicated_qdrant): only then, and it must be found within this
+STALE_READ_WITHIN_S = 2.0
+REJOIN_SLACK_S = 5.0
 TRAFFIC_POD = "agent-traffic"
 TRAFFIC_STOP = "/tmp/stop"
 QDRANT_READY_TIMEOUT = 180.0  # a Qdrant pod from creation to Ready (and its peers' consensus)
@@ -967,9 +971,9 @@ def replicated_qdrant(kube: Kube, shown: Guide, built: WalkImages, old: str, ste
             for peer in holders
         )
         gone = kube.get("pod", victim, "-n", TENANTS)["metadata"]["uid"]
-        began = time.monotonic()
+        began, deleted_at = time.monotonic(), time.time()
         kube.kubectl("delete", "pod", victim, "-n", TENANTS, "--wait=false")
-        _log(f"{victim} deleted at {time.time():.2f}")
+        _log(f"{victim} deleted at {deleted_at:.2f}")
         wait_for(
             lambda: any(p["metadata"]["name"] == victim and p["metadata"]["uid"] != gone
                         and ready(p) for p in qdrant_pods(kube, HA_STORE)),
@@ -977,9 +981,9 @@ def replicated_qdrant(kube: Kube, shown: Guide, built: WalkImages, old: str, ste
         )  # fmt: skip
         back = time.monotonic() - began
         wait_for(lambda: shards_active(kube, HA_STORE, 2), timeout=180, every=2)
-        recovered = time.monotonic() - began
+        recovered, active_at = time.monotonic() - began, time.time()
         _log(f"{victim}: Ready again in {back:.1f} s, its shard Active in {recovered:.1f} s "
-             f"(at {time.time():.2f})")  # fmt: skip
+             f"(at {active_at:.2f})")  # fmt: skip
         time.sleep(5)  # and a few more with every peer back
         kube.kubectl("exec", TRAFFIC_POD, "-n", TENANTS, "--", "python3", "-c",
                      f"open({TRAFFIC_STOP!r}, 'w').close()")  # fmt: skip
@@ -989,9 +993,18 @@ def replicated_qdrant(kube: Kube, shown: Guide, built: WalkImages, old: str, ste
         assert traffic["failures"] == [], traffic["failures"]  # no call failed
         assert traffic["lost"] == [], traffic["lost"]  # every acknowledged write is there
         assert traffic["writes"] >= 10 and traffic["reads"] >= 10, traffic
-        # read your writes: every search finds the fact acknowledged just before it, while
-        # the peer is away and while it rejoins (a miss records how long until it was found)
-        assert traffic["missed"] == [], traffic["missed"]
+        # read your writes: every search finds the fact acknowledged just before it, except
+        # while the copy rejoins: a copy switched back to Active may answer for some
+        # milliseconds from a state without the newest write (Qdrant's replicas are not
+        # read-your-writes across a recovery, cf. qdrant/qdrant#5298; seen once in CI, found
+        # again 0.13 s later). A miss outside that window, or not found within
+        # STALE_READ_WITHIN_S, fails.
+        stale = [
+            miss for miss in traffic["missed"]
+            if miss["lag_s"] is None or miss["lag_s"] > STALE_READ_WITHIN_S
+            or not deleted_at <= traffic["started"] + miss["at"] <= active_at + REJOIN_SLACK_S
+        ]  # fmt: skip
+        assert stale == [], (stale, deleted_at, active_at, traffic["started"])
         kube.kubectl("delete", "mstore", HA_STORE, "-n", TENANTS, "--wait=true")
         wait_for(lambda: not qdrant_pods(kube, HA_STORE), timeout=180, every=2)
 

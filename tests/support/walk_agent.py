@@ -294,7 +294,8 @@ async def traffic(user: str, stop_file: str) -> dict[str, Any]:
         "failures": failures,
         "lost": [fact for fact in acknowledged if fact not in stored],
         "acknowledged": len(acknowledged),
-        "missed": missed,
+        "missed": missed,  # each miss's "at" in seconds after "started" (wall clock)
+        "started": wall0,
         "p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
         "max_ms": round(1000 * latencies[-1], 1) if latencies else None,
     }

@@ -1,5 +1,6 @@
 """The Qdrant store's client guard: a dropped connection (a Qdrant pod gone behind its
-Service) is retried a bounded number of times, everything else is answered at once.
+Service) or the server's own failure (a 5xx, as a cluster answers while a copy changes state)
+is retried a bounded number of times, everything else is answered at once.
 
 The client under the guard is a scripted object, not a server: what is checked is the guard's
 decision for each error qdrant-client raises (its own exception wrapping httpx's, a gRPC
@@ -9,6 +10,7 @@ restarts and lost peers are tests/integration/test_qdrant_faults.py and the real
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +22,12 @@ from hypothesis import strategies as st
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from memorystore.service.stores.protocol import StoreUnavailable
-from memorystore.service.stores.qdrant_server import RECONNECT_PAUSES_S, _Guarded, dropped
+from memorystore.service.stores.qdrant_guard import (
+    RECONNECT_PAUSES_S,
+    Guarded,
+    dropped,
+    server_failed,
+)
 
 REQUEST = httpx.Request("POST", "https://qdrant:6333/collections/m/points/search")
 
@@ -70,7 +77,7 @@ def _unavailable(exc: BaseException) -> StoreUnavailable:
 
 def guarded(errors: list[BaseException]) -> tuple[Any, Scripted]:
     client = Scripted(errors)
-    return _Guarded(client, _unavailable, pauses=(0.0,) * len(RECONNECT_PAUSES_S)), client
+    return Guarded(client, _unavailable, pauses=(0.0,) * len(RECONNECT_PAUSES_S)), client
 
 
 @pytest.mark.parametrize("error", DROPS, ids=lambda e: type(e).__name__)
@@ -105,3 +112,42 @@ def test_an_answer_from_the_server_is_never_retried():
     with pytest.raises(UnexpectedResponse):
         guard.search(collection_name="m")
     assert client.calls == 1
+
+
+def _answered(status: int, error: str) -> UnexpectedResponse:
+    body = json.dumps({"status": {"error": error}}).encode()
+    return UnexpectedResponse(status, "", body, httpx.Headers())
+
+
+# what Qdrant 1.18.3 answered in tests/integration/test_qdrant_faults.py while a copy rejoined
+SERVER_FAILURES = [
+    _answered(500, "1 of 1 read operations failed: Local shard 1 not found"),
+    _answered(503, "The replica set for shard 3 does not have enough active replicas"),
+    _answered(502, "Bad Gateway"),
+]
+
+
+@pytest.mark.parametrize("failure", SERVER_FAILURES, ids=lambda e: str(e.status_code))
+def test_the_servers_own_failure_is_retried_and_the_call_answers(failure):
+    assert server_failed(failure) and not dropped(failure)
+    guard, client = guarded([failure] * len(RECONNECT_PAUSES_S))
+    assert guard.search(collection_name="m") == "answered"
+    assert client.calls == len(RECONNECT_PAUSES_S) + 1
+
+
+@given(
+    st.lists(
+        st.sampled_from(SERVER_FAILURES + DROPS), min_size=len(RECONNECT_PAUSES_S) + 1, max_size=8
+    )
+)
+def test_a_server_that_keeps_failing_is_a_503_never_its_500(errors):
+    guard, client = guarded(errors)
+    with pytest.raises(StoreUnavailable) as raised:
+        guard.search(collection_name="m")
+    assert client.calls == len(RECONNECT_PAUSES_S) + 1
+    assert "Local shard" not in str(raised.value)  # the server's text is logged, not answered
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422])
+def test_a_refusal_is_not_a_server_failure(status):
+    assert not server_failed(_answered(status, "refused"))
