@@ -51,6 +51,7 @@ COPY memorystore memorystore
 COPY service service
 COPY operator operator
 COPY middleware middleware
+COPY kubectl kubectl
 RUN --mount=type=secret,id=ca-bundle --mount=type=cache,id=memorystore-uv,target=/root/.cache/uv \
     if [ -s /run/secrets/ca-bundle ]; then export SSL_CERT_FILE=/run/secrets/ca-bundle; fi \
  && /opt/uv/bin/uv build --wheel --out-dir /wheels .

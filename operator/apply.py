@@ -93,6 +93,23 @@ async def apply_changed(
     return writes
 
 
+# A kind another project's CRD defines (the Prometheus Operator's PodMonitor), registered so
+# lightkube can apply it.
+PodMonitor = create_namespaced_resource("monitoring.coreos.com", "v1", "PodMonitor", "podmonitors")
+
+
+async def apply_if_served(client: AsyncClient, obj: dict[str, Any], book: ledger.Ledger) -> int:
+    """`apply_changed` for one child of a kind that may not be served (its CRD not installed:
+    the API server answers a plain-text 404, not an ApiError); 0 writes then, and the next
+    reconcile tries again, so a CRD installed later is used without a restart."""
+    try:
+        return await apply_changed(client, [obj], book)
+    except httpx2.HTTPStatusError as exc:
+        if exc.response.status_code == 404 and not isinstance(exc, ApiError):
+            return 0
+        raise
+
+
 def _decode(secret: Secret, key: str) -> str:
     return base64.b64decode((secret.data or {})[key]).decode()
 

@@ -41,6 +41,7 @@ from memorystore.operator.backup_plan import (
     due_slot,
     format_time,
     manifest_status,
+    parse_time,
     scheduled_backup,
     scheduled_of,
     service_state,
@@ -57,6 +58,7 @@ from memorystore.operator.backup_service import (
 )
 from memorystore.operator.builders.model import Owner
 from memorystore.operator.builders.validate import POSTGRES_BACKUP_ADVICE, postgres_fields
+from memorystore.operator.metrics import BACKUPS, record_backup_success
 from memorystore.operator.resources import (
     MemoryStoreBackupResource,
     MemoryStoreResource,
@@ -138,9 +140,12 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str, wait_secon
     body = live.to_dict()
     meta = body["metadata"]
     status = MemoryStoreBackupStatus.model_validate(body.get("status") or {})
-    if status.phase in (BackupPhase.SUCCEEDED, BackupPhase.FAILED):
-        return
     store = (body.get("spec") or {}).get("store", "")
+    if status.phase in (BackupPhase.SUCCEEDED, BackupPhase.FAILED):
+        finished = parse_time(status.finished_at)
+        if status.phase == BackupPhase.SUCCEEDED and finished is not None:
+            record_backup_success(namespace, store, finished.timestamp())
+        return
     scheduled = (meta.get("labels") or {}).get(SCHEDULED_LABEL) == "true"
     started = status.started_at or format_time(dt.datetime.now(dt.UTC))
     attempts = _Attempts(status.attempts or 0)
@@ -182,6 +187,7 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str, wait_secon
         )
         await apply.post_event(client, BACKUP_KIND, meta, "BackupFailed", message, warning=True)
         log.warning("backup %s/%s failed: %s", namespace, name, message)
+        BACKUPS.labels(namespace, store, "failed").inc()
         return
     await _set_status(
         client,
@@ -189,6 +195,9 @@ async def _run_backup(client: AsyncClient, namespace: str, name: str, wait_secon
         name,
         {**done, "startedAt": started, "scheduled": scheduled, **attempts.status()},
     )
+    BACKUPS.labels(namespace, store, "succeeded").inc()
+    finished = parse_time(done.get("finishedAt")) or dt.datetime.now(dt.UTC)
+    record_backup_success(namespace, store, finished.timestamp())
     await apply.post_event(
         client,
         BACKUP_KIND,

@@ -1,8 +1,29 @@
-"""Prometheus metrics of the operator: what was reconciled, how long it took, what failed."""
+"""Prometheus metrics of the operator: what was reconciled, how long it took, what failed,
+and per store what only the operator knows (Ready, the lasting record of its backups).
+
+Per-store series carry `namespace` and `store` (the operator's ServiceMonitor keeps them with
+`honorLabels`); `forget_stores` drops the series of stores that no longer exist, so a deleted
+store never alerts. docs/operations/monitoring.md lists every metric.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from collections.abc import Iterable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = [
+    "API_WRITES",
+    "BACKUPS",
+    "BACKUP_LAST_SUCCESS",
+    "DURATION",
+    "KEY_CHANGES",
+    "RECONCILES",
+    "STORE_READY",
+    "STORE_SUSPENDED",
+    "forget_stores",
+    "record_backup_success",
+]
 
 RECONCILES = Counter(
     "memorystore_operator_reconciles_total",
@@ -24,3 +45,50 @@ API_WRITES = Counter(
     "Writes to the API server by the reconcile loop: children applied, statuses patched.",
     ["what"],
 )
+STORE_READY = Gauge(
+    "memorystore_operator_store_ready",
+    "1 when the store's Ready condition is True, else 0 (set by each reconcile).",
+    ["namespace", "store"],
+)
+STORE_SUSPENDED = Gauge(
+    "memorystore_operator_store_suspended",
+    "1 while the store's spec.suspend is true (not Ready by design: no alert), else 0.",
+    ["namespace", "store"],
+)
+BACKUPS = Counter(
+    "memorystore_operator_backups_total",
+    "MemoryStoreBackups this operator process finished, by outcome (succeeded, failed).",
+    ["namespace", "store", "outcome"],
+)
+BACKUP_LAST_SUCCESS = Gauge(
+    "memorystore_operator_backup_last_success_timestamp_seconds",
+    "When the store's newest Succeeded MemoryStoreBackup finished (seconds since the epoch): "
+    "from the backups' status, so it outlives operator restarts (kopf resumes every backup).",
+    ["namespace", "store"],
+)
+_PER_STORE = (STORE_READY, STORE_SUSPENDED, BACKUP_LAST_SUCCESS)
+_newest_success: dict[tuple[str, str], float] = {}
+
+
+def record_backup_success(namespace: str, store: str, finished: float) -> None:
+    """Keep the newest success: backups are resumed in no particular order."""
+    key = (namespace, store)
+    if finished > _newest_success.get(key, 0.0):
+        _newest_success[key] = finished
+        BACKUP_LAST_SUCCESS.labels(namespace, store).set(finished)
+
+
+def forget_stores(namespace: str | None, existing: Iterable[tuple[str, str]]) -> None:
+    """Drop the per-store series of stores (of `namespace`; None: all) not in `existing`."""
+    keep = set(existing)
+    for metric in _PER_STORE:
+        for labels in list(_labelled(metric)):
+            if (namespace is None or labels[0] == namespace) and labels not in keep:
+                metric.remove(*labels)
+                _newest_success.pop(labels, None)
+
+
+def _labelled(metric: Gauge) -> Iterable[tuple[str, str]]:
+    for family in metric.collect():
+        for sample in family.samples:
+            yield sample.labels["namespace"], sample.labels["store"]

@@ -28,13 +28,20 @@ from pydantic import ValidationError
 from memorystore.config import format_validation_error
 from memorystore.keyed_locks import KeyedLocks
 from memorystore.operator import apply, backup_plan, backups, isolation, ledger, names, readiness
-from memorystore.operator.builders import desired_children, expected_workloads
+from memorystore.operator.builders import desired_children, expected_workloads, pod_monitor
 from memorystore.operator.builders.common import owns_data
 from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
 from memorystore.operator.builders.model import Keys, Owner
 from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.operator.keys import Change, ServiceKeyState, describe
-from memorystore.operator.metrics import API_WRITES, DURATION, KEY_CHANGES, RECONCILES
+from memorystore.operator.metrics import (
+    API_WRITES,
+    DURATION,
+    KEY_CHANGES,
+    RECONCILES,
+    STORE_READY,
+    STORE_SUSPENDED,
+)
 from memorystore.operator.resources import MemoryStoreResource, as_body
 from memorystore.operator.settings import OperatorSettings
 from memorystore.operator.status import (
@@ -156,6 +163,13 @@ async def reconcile(body: dict[str, Any], reconciler: Reconciler) -> dict[str, A
             outcome, status = await _reconcile(body, reconciler)
         finally:
             RECONCILES.labels(outcome).inc()
+    ready = next((c for c in status.conditions if c.type == "Ready"), None)
+    meta = body["metadata"]
+    STORE_READY.labels(meta["namespace"], meta["name"]).set(
+        1 if ready is not None and ready.status == "True" else 0
+    )
+    suspended = bool((body.get("spec") or {}).get("suspend"))
+    STORE_SUSPENDED.labels(meta["namespace"], meta["name"]).set(1 if suspended else 0)
     previous = (body.get("status") or {}).get("phase")
     if status.phase != previous:
         await _event(client, body, status)
@@ -226,9 +240,15 @@ async def _reconcile(body: dict[str, Any], reconciler: Reconciler) -> tuple[str,
         backup_claim=target if target_exists else None,
         restore=plan.restore,
         operator_pods=reconciler.settings.operator_pods,
+        scrapers=reconciler.settings.monitoring.scrapers,
         service=plan.start_service,
     )
     API_WRITES.labels("child").inc(await apply.apply_changed(client, children, reconciler.book))
+    monitor = pod_monitor(owner, spec, reconciler.settings.monitoring)
+    if monitor is not None:
+        API_WRITES.labels("child").inc(
+            await apply.apply_if_served(client, monitor, reconciler.book)
+        )
     failure = None
     if plan.restore is not None and not already_restored:
         pods = await backups.service_pods(client, owner.namespace, owner.name)

@@ -17,6 +17,7 @@ from typing import Any
 from lightkube import ALL_NS
 from lightkube.core.exceptions import ApiError
 
+from memorystore.operator.metrics import forget_stores
 from memorystore.operator.reconcile import Reconciler
 from memorystore.operator.resources import MemoryStoreResource, as_body
 
@@ -44,6 +45,10 @@ async def resync(reconciler: Reconciler, namespaces: list[str] | None) -> None:
             by_namespace: dict[str, list[dict[str, Any]]] = {}
             for body in stores:
                 by_namespace.setdefault(body["metadata"]["namespace"], []).append(body)
+            forget_stores(
+                None if namespace == ALL_NS else namespace,
+                ((b["metadata"]["namespace"], b["metadata"]["name"]) for b in stores),
+            )
             listed = reconciler.index.namespaces() if namespace == ALL_NS else {namespace}
             for ns in listed | set(by_namespace):
                 reconciler.index.replace(ns, by_namespace.get(ns, []))

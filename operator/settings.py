@@ -11,19 +11,24 @@ builds the settings it wants. The Helm chart sets these variables
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memorystore.operator.builders.model import Images, OperatorPods
+from memorystore.operator.builders.model import Images, Monitoring, OperatorPods
 
 __all__ = [
     "BACKUP_WAIT_SECONDS",
     "OPERATOR_NAMESPACE",
     "OPERATOR_POD_LABELS",
+    "POD_MONITORS",
+    "POD_MONITOR_INTERVAL",
+    "POD_MONITOR_LABELS",
     "QDRANT_IMAGE",
     "RESYNC_SECONDS",
+    "SCRAPERS",
     "SERVICE_IMAGE",
     "VARIABLES",
     "OperatorSettings",
@@ -36,6 +41,10 @@ RESYNC_SECONDS = "MEMORYSTORE_OPERATOR_RESYNC_SECONDS"
 BACKUP_WAIT_SECONDS = "MEMORYSTORE_OPERATOR_BACKUP_WAIT_SECONDS"
 OPERATOR_NAMESPACE = "MEMORYSTORE_OPERATOR_NAMESPACE"
 OPERATOR_POD_LABELS = "MEMORYSTORE_OPERATOR_POD_LABELS"
+POD_MONITORS = "MEMORYSTORE_OPERATOR_POD_MONITORS"
+POD_MONITOR_INTERVAL = "MEMORYSTORE_OPERATOR_POD_MONITOR_INTERVAL"
+POD_MONITOR_LABELS = "MEMORYSTORE_OPERATOR_POD_MONITOR_LABELS"
+SCRAPERS = "MEMORYSTORE_OPERATOR_SCRAPERS"
 # Every variable the operator reads, and nothing else.
 VARIABLES = (
     SERVICE_IMAGE,
@@ -44,7 +53,15 @@ VARIABLES = (
     BACKUP_WAIT_SECONDS,
     OPERATOR_NAMESPACE,
     OPERATOR_POD_LABELS,
+    POD_MONITORS,
+    POD_MONITOR_INTERVAL,
+    POD_MONITOR_LABELS,
+    SCRAPERS,
 )
+# What a NetworkPolicy peer may hold (networking.k8s.io/v1 NetworkPolicyPeer).
+PEER_FIELDS = frozenset({"podSelector", "namespaceSelector", "ipBlock"})
+# A Prometheus duration as the PodMonitor's `interval` takes it (e.g. 30s, 1m, 1m30s).
+DURATION = re.compile(r"^((\d+)(ms|s|m|h|d|w|y))+$")
 # The settings parsed from one variable each, by field.
 _NUMBERS = {"resync_seconds": RESYNC_SECONDS, "backup_wait_seconds": BACKUP_WAIT_SECONDS}
 
@@ -67,6 +84,11 @@ class OperatorSettings(BaseModel):
         None,
         description=f"The operator's own pods ({OPERATOR_NAMESPACE}, {OPERATOR_POD_LABELS}), "
         "admitted to every memory service for backups; None outside a cluster.",
+    )
+    monitoring: Monitoring = Field(
+        default_factory=Monitoring,
+        description=f"How stores are scraped ({POD_MONITORS}, {POD_MONITOR_INTERVAL}, "
+        f"{POD_MONITOR_LABELS}, {SCRAPERS}): a PodMonitor per store, the peers admitted.",
     )
     resync_seconds: float = Field(
         30.0,
@@ -92,6 +114,7 @@ class OperatorSettings(BaseModel):
             return cls(
                 images=_images(env),
                 operator_pods=_operator_pods(env),
+                monitoring=_monitoring(env),
                 **{field: raw for field, raw in numbers.items() if raw is not None},
             )
         except ValidationError as exc:
@@ -126,6 +149,54 @@ def _operator_pods(env: Mapping[str, str]) -> OperatorPods | None:
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return None
     return OperatorPods(namespace, tuple(sorted(labels.items())))
+
+
+def _monitoring(env: Mapping[str, str]) -> Monitoring:
+    """The chart's monitoring values; SettingsError names a variable it cannot use (a peer
+    that is not a NetworkPolicy peer would make every store's policy unappliable)."""
+    enabled = (_value(env, POD_MONITORS) or "false").lower()
+    if enabled not in ("true", "false"):
+        raise SettingsError(f"{POD_MONITORS}={env.get(POD_MONITORS)!r}: not true or false")
+    interval = _value(env, POD_MONITOR_INTERVAL) or Monitoring.interval
+    if not DURATION.match(interval):
+        raise SettingsError(
+            f"{POD_MONITOR_INTERVAL}={interval!r}: not a Prometheus duration (e.g. 30s, 1m)"
+        )
+    labels = _json(env, POD_MONITOR_LABELS, {})
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise SettingsError(f"{POD_MONITOR_LABELS}: not a JSON object of strings")
+    peers = _json(env, SCRAPERS, [])
+    if not isinstance(peers, list):
+        raise SettingsError(f"{SCRAPERS}: not a JSON list of NetworkPolicy peers")
+    for i, peer in enumerate(peers):
+        if (
+            not isinstance(peer, dict)
+            or not peer
+            or not set(peer) <= PEER_FIELDS
+            or not all(isinstance(v, dict) for v in peer.values())
+        ):
+            raise SettingsError(
+                f"{SCRAPERS}[{i}]: a NetworkPolicy peer has one or more of "
+                f"{', '.join(sorted(PEER_FIELDS))}, each an object"
+            )
+    return Monitoring(
+        pod_monitors=enabled == "true",
+        interval=interval,
+        labels=tuple(sorted(labels.items())),
+        scrapers=tuple(peers),
+    )
+
+
+def _json(env: Mapping[str, str], var: str, default: Any) -> Any:
+    raw = _value(env, var)
+    if raw is None:
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"{var}: not JSON") from None
 
 
 def _explain(exc: ValidationError, env: Mapping[str, str]) -> str:

@@ -10,7 +10,15 @@ from __future__ import annotations
 from fastapi import Depends, FastAPI
 
 from memorystore.config import ServiceConfig
-from memorystore.service.api import backups, health, memories, portability, search, sessions
+from memorystore.service.api import (
+    backups,
+    health,
+    maintenance,
+    memories,
+    portability,
+    search,
+    sessions,
+)
 from memorystore.service.api.deps import authorise, prepared
 from memorystore.service.api.errors import ERROR_RESPONSES, add_exception_handlers
 from memorystore.service.api.memories import BULK_ROUTE
@@ -43,7 +51,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     )
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     guarded = [Depends(authorise), Depends(prepared)]
-    for api in (memories, search, sessions, portability, backups):
+    for api in (memories, search, sessions, portability, backups, maintenance):
         app.include_router(api.router, dependencies=guarded, responses=ERROR_RESPONSES)
     app.include_router(health.router)
     add_exception_handlers(app)

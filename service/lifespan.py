@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -28,7 +27,7 @@ from fastapi import FastAPI
 from memorystore.rules import forget_texts
 from memorystore.service.engine.core import MemoryEngine
 from memorystore.service.lifecycle.consolidation import Consolidator
-from memorystore.service.retrieval.reindex import Progress, Reindexer, describe
+from memorystore.service.retrieval.reindex import Reindexer, reindex_stale
 from memorystore.service.services import STATE_MIGRATIONS, Services
 from memorystore.service.state import postgres
 from memorystore.service.stores.graph_builds import keep_indexed
@@ -56,7 +55,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if engine.not_ready is None:  # counted before the first request (readyz shows it)
         await _resume_erasures(engine)
         stale = await asyncio.to_thread(reindexer.pending)
-        task: asyncio.Task[None] = asyncio.create_task(_reindex_stale(reindexer, stale))
+        task: asyncio.Task[None] = asyncio.create_task(reindex_stale(reindexer, stale))
     else:  # PostgreSQL's schema or a Qdrant server's collection first, in the background
         task = asyncio.create_task(_prepare(engine, STATE_MIGRATIONS, reindexer))
     idle_s = services.cfg.consolidation.session_idle_minutes * 60
@@ -70,20 +69,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await running
     await services.aclose()
-
-
-def _progress_logger(every_s: float = 10.0) -> Callable[[Progress], None]:
-    """Log a re-index's progress at most every `every_s` seconds, and when it ends."""
-    last = 0.0
-
-    def report(progress: Progress) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if progress.finished or now - last >= every_s:
-            last = now
-            log.info("%s", describe(progress))
-
-    return report
 
 
 async def _resume_erasures(engine: MemoryEngine) -> None:
@@ -133,30 +118,6 @@ async def _sweep(
             log.info("%d idle session(s) consolidated into memory", ended)
 
 
-async def _reindex(reindexer: Reindexer) -> None:
-    """The start-up re-index; a failure is logged, and the next start resumes it."""
-    try:
-        await reindexer.run(_progress_logger())
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("re-index stopped; the memories not yet re-indexed wait for the next start")
-
-
-async def _reindex_stale(reindexer: Reindexer, stale: int | None = None) -> None:
-    """Re-index the memories indexed with other settings (`stale` of them, if counted)."""
-    if stale is None:
-        stale = await asyncio.to_thread(reindexer.pending)
-    if stale:
-        log.info(
-            "%d memories were indexed with other settings: re-indexing them to %s in the "
-            "background (the store is searchable meanwhile)",
-            stale,
-            reindexer.version,
-        )
-        await _reindex(reindexer)
-
-
 async def _prepare(
     engine: MemoryEngine, migrations: list[postgres.Migration], reindexer: Reindexer
 ) -> None:
@@ -190,4 +151,4 @@ async def _prepare(
         for step in applied:
             log.info("database schema: applied %s", step)
         break
-    await _reindex_stale(reindexer)
+    await reindex_stale(reindexer)

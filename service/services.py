@@ -98,6 +98,7 @@ class Services:
         # waits for session consolidations, which write text read before the erasure
         engine.forgetting.places.extend([journal, saved, idem])
         engine.forgetting.pauses.append(consolidator.paused)
+        reindexer = Reindexer(engine)
         return cls(
             cfg=cfg,
             keyring=keyring,
@@ -106,8 +107,14 @@ class Services:
             saved=saved,
             idempotency=idem,
             consolidator=consolidator,
-            reindexer=Reindexer(engine),
-            metrics=Metrics(engine.count, engine.embedded_stores, journal.backlog),
+            reindexer=reindexer,
+            metrics=Metrics(
+                engine.count,
+                engine.embedded_stores,
+                journal.backlog,
+                cert_file=cfg.tls.cert_file if cfg.tls else None,
+                reindex=reindexer.counts,
+            ),
             secret_files=secret_files,
         )
 

@@ -1,6 +1,7 @@
 """`make release-check`: the artifacts a release publishes, built here, versioned from VERSION.
 
-The chart package (`helm package`, the pinned Helm) and both images (the image harness's
+The chart package (`helm package`, the pinned Helm), the kubectl plugin's krew archive and
+manifest (kubectl/krew.yaml with the archive's digest), and both images (the image harness's
 private dockerd: `devcluster/images`), saved as docker archives, into one directory, then a
 table of what was built with sizes and sha256 digests. The release workflow
 (.github/workflows/release.yml) builds the same from the same Dockerfile and chart, for two
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import subprocess
 import sys
 import tarfile
@@ -21,7 +23,7 @@ import yaml
 from memorystore_dev.devcluster.tools import ensure_tools
 from memorystore_dev.version import ROOT, drift, version
 
-__all__ = ["chart_package", "main"]
+__all__ = ["chart_package", "krew_plugin", "main"]
 
 
 def chart_package(out: Path, root: Path = ROOT) -> Path:
@@ -46,6 +48,31 @@ def chart_package(out: Path, root: Path = ROOT) -> Path:
     return package
 
 
+# The krew archive's launcher: the plugin is the installed `memorystore` package.
+LAUNCHER = """#!/bin/sh
+# kubectl memorystore: the plugin of the `memorystore` Python package (pip install memorystore)
+exec "${MEMORYSTORE_PYTHON:-python3}" -m memorystore.kubectl "$@"
+"""
+
+
+def krew_plugin(out: Path, root: Path = ROOT) -> tuple[Path, Path]:
+    """The krew archive (the launcher, reproducible: fixed owner and time) and the manifest
+    naming its sha256, into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    archive = out / "kubectl-memorystore.tar.gz"
+    launcher = LAUNCHER.encode()
+    info = tarfile.TarInfo("kubectl-memorystore")
+    info.size, info.mode, info.mtime = len(launcher), 0o755, 0
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(launcher))
+    manifest = yaml.safe_load((root / "kubectl" / "krew.yaml").read_text())
+    (platform,) = manifest["spec"]["platforms"]
+    platform["sha256"] = _digest(archive)
+    filled = out / "memorystore.krew.yaml"
+    filled.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return archive, filled
+
+
 def _digest(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -60,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 1
-    built = [chart_package(args.out)]
+    built = [chart_package(args.out), *krew_plugin(args.out)]
     if not args.no_images:
         from memorystore_dev.devcluster.images.builder import TARGETS, ImageBuilder
 

@@ -15,7 +15,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # installed name → folder in the checkout (pyproject.toml's [tool.setuptools] package-dir)
-FOLDERS = {"service": "service", "operator": "operator", "middleware": "middleware"}
+FOLDERS = {
+    "service": "service",
+    "operator": "operator",
+    "middleware": "middleware",
+    "kubectl": "kubectl",
+}
 
 
 def shadow_tree(root: Path = ROOT) -> Path:

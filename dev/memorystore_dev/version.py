@@ -51,6 +51,24 @@ PLACES = (
         _line(r"  memoryService: ghcr\.io/memorystore/memory-service:"),
         "the default memory-service image",
     ),
+    Place(
+        "README.md",
+        _line(
+            r"`helm install memorystore oci://ghcr\.io/memorystore/charts/memorystore --version ",
+            r" …`\.",
+        ),
+        "the README's install from the release",
+    ),
+    Place("kubectl/krew.yaml", _line(r"  version: v"), "the krew manifest's version"),
+    Place(
+        "kubectl/krew.yaml",
+        _line(
+            r"      uri: https://github\.com/memorystore/memorystore/releases/download/v",
+            r"/kubectl-memorystore\.tar\.gz",
+        ),
+        "the krew archive's release",
+    ),
+    Place("kubectl/krew.yaml", _line(r"      pip install memorystore=="), "the krew caveat's pin"),
 )
 
 

@@ -35,7 +35,15 @@ from memorystore.operator.builders.memory_service import (
     memory_deployment,
     memory_service,
 )
-from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
+from memorystore.operator.builders.model import (
+    Images,
+    Keys,
+    Monitoring,
+    OperatorPods,
+    Owner,
+    Restore,
+)
+from memorystore.operator.builders.monitoring import memory_pod_monitor
 from memorystore.operator.builders.network import memory_network_policy, qdrant_network_policy
 from memorystore.operator.builders.qdrant import (
     qdrant_config_secret,
@@ -56,6 +64,7 @@ def desired_children(
     backup_claim: str | None = None,
     restore: Restore | None = None,
     operator_pods: OperatorPods | None = None,
+    scrapers: tuple[dict[str, Any], ...] = (),
     service: bool = True,
 ) -> list[dict[str, Any]]:
     """Every child but the keys Secret, in apply order: network policies before the pods
@@ -68,7 +77,8 @@ def desired_children(
     What the apply layer observed comes in too, so the builders stay pure: `backup_claim`
     is spec.backup.volume's claim when it exists (mounted, and named in the service config;
     a missing one is simply not mounted), `restore` the Succeeded backup spec.restore names,
-    `operator_pods` the operator's pods (admitted to the service), and `service=False`
+    `operator_pods` the operator's pods and `scrapers` the chart's scrapers (both admitted to
+    the service), and `service=False`
     leaves the Deployment out (a restore waiting for its backup)."""
     service_text = render_service_config(
         owner, service_config(owner, spec, backup=backup_claim is not None)
@@ -78,7 +88,7 @@ def desired_children(
     children: list[dict[str, Any]] = []
     if managed:
         children.append(qdrant_network_policy(owner))
-    children.append(memory_network_policy(owner, spec, operator_pods))
+    children.append(memory_network_policy(owner, spec, operator_pods, scrapers))
     if managed:
         children += [
             qdrant_headless_service(owner),
@@ -105,6 +115,16 @@ def desired_children(
         client_secret(owner, keys),
     ]
     return [canonical(child) for child in children]
+
+
+def pod_monitor(
+    owner: Owner, spec: MemoryStoreSpec, monitoring: Monitoring
+) -> dict[str, Any] | None:
+    """The store's PodMonitor when the operator makes them (the apply layer applies it only
+    where the Prometheus Operator's CRD is served); None otherwise."""
+    if not monitoring.pod_monitors:
+        return None
+    return canonical(memory_pod_monitor(owner, spec, monitoring))
 
 
 def expected_workloads(owner: Owner, spec: MemoryStoreSpec) -> list[tuple[str, str]]:

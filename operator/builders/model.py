@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memorystore import __version__
 
@@ -45,6 +46,20 @@ class OperatorPods:
 
     namespace: str
     labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """How every store's memory service is scraped (the chart's `monitoring` values, through
+    the operator's settings). `pod_monitors`: a PodMonitor per store (applied only where the
+    Prometheus Operator's CRD is served) with `interval` and `labels` (what a Prometheus
+    selects PodMonitors by); `scrapers`: NetworkPolicy peers admitted to the service's port,
+    where /metrics is served (the API itself still wants the store's key)."""
+
+    pod_monitors: bool = False
+    interval: str = "30s"
+    labels: tuple[tuple[str, str], ...] = ()
+    scrapers: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,10 @@ def operator_peer(pods: OperatorPods) -> dict[str, Any]:
 
 
 def memory_network_policy(
-    owner: Owner, spec: MemoryStoreSpec, operator_pods: OperatorPods | None = None
+    owner: Owner,
+    spec: MemoryStoreSpec,
+    operator_pods: OperatorPods | None = None,
+    scrapers: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
     """Only this store's agent pods (and the operator) reach the memory service, on its port.
 
@@ -56,12 +59,14 @@ def memory_network_policy(
     the pods `spec.allowedAgentPods` matches. A podSelector without a namespaceSelector
     matches pods of this namespace only, so no agent pod of another namespace is ever
     admitted. With `operator_pods` (the operator runs in a cluster) the operator's pods too,
-    by their namespace and labels, for backups.
+    by their namespace and labels, for backups; and the `scrapers` the chart names
+    (`monitoring.scrapeFrom`), for /metrics.
     """
     store = owner.name
     peers = [{"podSelector": {"matchLabels": s}} for s in admitted_selectors(store, spec)]
     if operator_pods is not None:
         peers.append(operator_peer(operator_pods))
+    peers += [dict(peer) for peer in scrapers]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -28,11 +30,16 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 
 class Metrics:
+    """The service's Prometheus registry (docs/operations/monitoring.md lists every metric;
+    tests/unit/chart/test_monitoring.py checks the dashboard and alerts name only these)."""
+
     def __init__(
         self,
         count_memories: Callable[[], int],
         embedded_stores: Callable[[], list[EdgeVectorStore]] = list,
         backlog: Callable[[], tuple[int, float | None]] = lambda: (0, None),
+        cert_file: str | None = None,
+        reindex: Callable[[], tuple[int, int] | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
@@ -59,6 +66,8 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.registry.register(_CertificateExpiry(cert_file))
+        self.registry.register(_Reindex(reindex))
         self.last_backup = Gauge(
             "memorystore_backup_last_success_timestamp_seconds",
             "When this process last finished a backup (seconds since the epoch); 0 until "
@@ -99,12 +108,61 @@ class _Backlog(Collector):
             "Exchanges journalled and not consolidated into memory yet.",
             value=float(pending),
         )
+        family = GaugeMetricFamily(
+            "memorystore_consolidation_oldest_pending_timestamp_seconds",
+            "When the oldest exchange waiting for consolidation was journalled (no sample "
+            "while none waits).",
+        )
         if oldest is not None:
-            yield GaugeMetricFamily(
-                "memorystore_consolidation_oldest_pending_timestamp_seconds",
-                "When the oldest exchange waiting for consolidation was journalled.",
-                value=oldest,
-            )
+            family.add_metric([], oldest)
+        yield family
+
+
+class _CertificateExpiry(Collector):
+    """When the certificate the service serves expires, read from its file at scrape time (the
+    file kubelet refreshes is what new connections get within tls.RELOAD_SECONDS).
+
+    Like every family of this registry it is declared even without a sample (no TLS, or the
+    file unreadable mid-rotation), so what /metrics names never depends on the moment."""
+
+    def __init__(self, cert_file: str | None) -> None:
+        self._cert_file = cert_file
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "memorystore_tls_certificate_expiry_timestamp_seconds",
+            "When the service's TLS certificate expires (its notAfter, seconds since the epoch).",
+        )
+        if self._cert_file is not None:
+            try:
+                cert = x509.load_pem_x509_certificate(Path(self._cert_file).read_bytes())
+                family.add_metric([], cert.not_valid_after_utc.timestamp())
+            except (OSError, ValueError):  # mid-rotation or unreadable: the reloader warns
+                pass
+        yield family
+
+
+class _Reindex(Collector):
+    """A running or finished re-index's progress (none before the first since start)."""
+
+    def __init__(self, progress: Callable[[], tuple[int, int] | None]) -> None:
+        self._progress = progress
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        done = GaugeMetricFamily(
+            "memorystore_reindex_memories_done",
+            "Memories the current (or last) re-index has brought to the index version.",
+        )
+        pending = GaugeMetricFamily(
+            "memorystore_reindex_memories_pending",
+            "Memories the current (or last) re-index found behind the index version.",
+        )
+        progress = self._progress()
+        if progress is not None:
+            done.add_metric([], float(progress[0]))
+            pending.add_metric([], float(progress[1]))
+        yield done
+        yield pending
 
 
 class MetricsMiddleware:

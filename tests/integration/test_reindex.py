@@ -178,6 +178,13 @@ def test_the_service_reindexes_at_start_up_and_serves_meanwhile(tmp_path: Path):
             hits = http.post("/v3/memories/search/", json=body).json()["results"]
             assert "上海" in hits[0]["memory"]
             assert INDEX_KEY not in (hits[0].get("metadata") or {})
+            # the dashboard's reindex progress (docs/operations/monitoring.md)
+            exported = http.get("/metrics").text.splitlines()
+            assert "memorystore_reindex_memories_done 30.0" in exported
+            assert "memorystore_reindex_memories_pending 30.0" in exported
+            # asked again (kubectl memorystore reindex): nothing is behind any more
+            again = http.post("/v1/reindex/")
+            assert again.status_code == 200 and again.json()["pending"] == 0
 
 
 def test_the_reindex_command(tmp_path: Path):

@@ -284,6 +284,30 @@ def test_a_renewed_certificate_is_served_to_new_connections_without_restart(
     assert https_service.thread is thread and thread.is_alive()  # no restart
 
 
+def _expiry_metric(http: httpx.Client) -> float | None:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("memorystore_tls_certificate_expiry_timestamp_seconds "):
+            return float(line.split()[1])
+    return None
+
+
+def test_metrics_show_when_the_served_certificate_expires_and_follow_a_renewal(
+    https_service: ServiceThread, pki: PKI
+):
+    """CertificateExpiringSoon's input: the notAfter of the certificate being served."""
+    with verified_http(pki, https_service) as http:
+        served = x509.load_pem_x509_certificate(pki.serving.cert.encode())
+        assert _expiry_metric(http) == served.not_valid_after_utc.timestamp()
+        renewed = tls.issue_serving(
+            pki.ca, DNS, dt.datetime.now(dt.UTC), dt.timedelta(days=30)
+        )  # a shorter one, so the change shows
+        pki.install(renewed)
+        wait_for_serial(pki.ca.cert, tls.serial(renewed.cert), timeout=5)
+        later = x509.load_pem_x509_certificate(renewed.cert.encode()).not_valid_after_utc
+        assert _expiry_metric(http) == later.timestamp()
+        assert later < served.not_valid_after_utc
+
+
 # --- start-up refuses a bad pair, naming the file ---------------------------------------------
 
 

@@ -6,6 +6,7 @@ prefixed with RESULT_MARK, for the test to read back with `kubectl logs`.
     python3 walk_agent.py session USER SESSION s1|s2   one session of the demo's script
     python3 walk_agent.py probe HOST:PORT [...]        can this pod open a TCP connection?
     python3 walk_agent.py idle                         wait (for `kubectl exec … probe`)
+    python3 walk_agent.py scrape URL CA_FILE           GET URL/metrics as Prometheus would
     python3 walk_agent.py traffic USER STOP_FILE       add and search until STOP_FILE exists,
                                                        then check every acknowledged write
 
@@ -17,7 +18,7 @@ and answers from the memory it was sent. `traffic` uses the same factory's clien
 middleware's own calls, one attempt each) in a loop while the test takes a Qdrant pod away,
 counting every call that failed; once STOP_FILE appears it lists the user's memories and
 names any acknowledged write that is missing. Only the standard library is imported for
-`probe` and `idle`, so they start fast.
+`probe`, `idle` and `scrape`, so they start fast.
 """
 
 from __future__ import annotations
@@ -63,6 +64,31 @@ def probe(targets: list[str]) -> int:
     results = [connect(t) for t in targets]
     emit({"probe": results})
     return 0 if all(r["connected"] for r in results) else 1
+
+
+def scrape(url: str, ca_file: str) -> int:
+    """One scrape of `url`/metrics over HTTPS verified against `ca_file`, bounded as a
+    Prometheus scrape is: its status and whether the store's series are in it."""
+    import urllib.request
+
+    began = time.monotonic()
+    out: dict[str, Any] = {"url": url}
+    context = ssl.create_default_context(cafile=ca_file)
+    try:
+        with urllib.request.urlopen(
+            f"{url}/metrics", timeout=CONNECT_TIMEOUT, context=context
+        ) as response:
+            body = response.read().decode()
+            out["status"] = response.status
+            out["memories_series"] = any(
+                line.startswith("memorystore_memories ") for line in body.splitlines()
+            )
+    except OSError as exc:  # a refused or silent network, a TLS failure
+        out["status"] = None
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    out["seconds"] = round(time.monotonic() - began, 3)
+    emit({"scrape": out})
+    return 0 if out["status"] == 200 else 1
 
 
 def idle() -> int:
@@ -310,6 +336,8 @@ def main(argv: list[str]) -> int:
         return probe(rest)
     if command == "idle":
         return idle()
+    if command == "scrape" and len(rest) == 2:
+        return scrape(*rest)
     if command == "session" and len(rest) == 3:
         emit(asyncio.run(session(*rest)))
         return 0

@@ -162,6 +162,11 @@ Cluster-scoped, only when watching a list of namespaces:
 - apiGroups: ["cert-manager.io"]
   resources: ["certificates"]
   verbs: ["get", "create", "patch", "delete"]
+{{- if .Values.monitoring.podMonitors.enabled }}
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["podmonitors"]
+  verbs: ["get", "create", "patch"]
+{{- end }}
 {{- end }}
 
 {{- define "memorystore.clusterRules" -}}

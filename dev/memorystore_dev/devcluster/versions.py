@@ -46,6 +46,11 @@ COREDNS = "v1.15.0"
 # checked statically (expressions, contexts, action inputs, runner labels).
 ACTIONLINT = "v1.7.12"
 
+# github.com/prometheus/prometheus: v0.316.0 (Prometheus 3.16.0, as its Go module numbers
+# it) is the newest release served. promtool checks the chart's alert rules and runs their
+# unit tests (tests/unit/charts/test_monitoring.py); it is one `go build` of cmd/promtool.
+PROMETHEUS = "v0.316.0"
+
 # tool -> pinned version; the keys are the tool names `ensure_tools` accepts.
 TOOL_VERSIONS: dict[str, str] = {
     "kube-apiserver": KUBERNETES,
@@ -60,4 +65,5 @@ TOOL_VERSIONS: dict[str, str] = {
     "helm": HELM,
     "kube-network-policies": KUBE_NETWORK_POLICIES,
     "actionlint": ACTIONLINT,
+    "promtool": PROMETHEUS,
 }

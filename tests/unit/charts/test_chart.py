@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pkgutil
 import re
 import shutil
@@ -123,6 +124,9 @@ NAMESPACED_RULES: Rules = {
     # issuerRef is gone, get the store's Certificate and delete it (apply._retire_certificate).
     # The Secrets it reads and writes (<store>-ca, <store>-tls) are covered above.
     ("cert-manager.io", "certificates"): {"get", "create", "patch", "delete"},
+    # apply.apply_if_served: server-side apply of the store's PodMonitor (apply_changed reads
+    # it first: PodMonitors are not watched), while monitoring.podMonitors.enabled (default).
+    ("monitoring.coreos.com", "podmonitors"): {"get", "create", "patch"},
 }
 # Outside any namespace, in both modes: kopf's resource observer lists and watches CRDs to
 # (re)discover MemoryStores when their CRD appears or changes (kopf/_core/reactor/
@@ -583,6 +587,50 @@ def test_metrics_service_and_optional_service_monitor(helm: Path):
     assert [p["name"] for p in container(off)["ports"]] == ["health"]
 
 
+def test_the_operator_is_told_how_stores_are_scraped(helm: Path):
+    """monitoring.* reaches the operator's settings as the values say (the peers verbatim)."""
+    peer = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
+    rendered = render(
+        helm, "--set", "monitoring.podMonitors.interval=15s",
+        "--set", "monitoring.podMonitors.labels.release=prom",
+        "--set-json", f"monitoring.scrapeFrom={json.dumps([peer])}",
+    )  # fmt: skip
+    env = {e["name"]: e["value"] for e in container(rendered)["env"] if "value" in e}
+    monitoring = settings.OperatorSettings.from_env(env).monitoring
+    assert monitoring.pod_monitors and monitoring.interval == "15s"
+    assert dict(monitoring.labels) == {"release": "prom"}
+    assert monitoring.scrapers == (peer,)
+    off = render(helm, "--set", "monitoring.podMonitors.enabled=false")
+    env = {e["name"]: e["value"] for e in container(off)["env"] if "value" in e}
+    assert not settings.OperatorSettings.from_env(env).monitoring.pod_monitors
+    rules = rules_of(one(off, "Role"))
+    assert ("monitoring.coreos.com", "podmonitors") not in rules  # nothing to grant then
+
+
+def test_the_dashboard_and_the_alerts_are_shipped_when_asked(helm: Path):
+    default = render(helm)
+    assert not of_kind(default, "PrometheusRule")
+    assert not [c for c in of_kind(default, "ConfigMap") if "dashboard" in c["metadata"]["name"]]
+    shipped = render(
+        helm, "--set", "monitoring.dashboard.enabled=true",
+        "--set", "monitoring.rules.enabled=true", "--set", "monitoring.rules.labels.release=prom",
+    )  # fmt: skip
+    (dashboard,) = [
+        c for c in of_kind(shipped, "ConfigMap") if "dashboard" in c["metadata"]["name"]
+    ]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["memorystore.json"]) == json.loads(
+        (CHART / "files" / "dashboard.json").read_text()
+    )
+    rule = one(shipped, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    # exactly the file promtool checks and tests (tests/unit/charts/test_monitoring.py)
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+
+
 # --- values ---------------------------------------------------------------------------------
 
 
@@ -597,6 +645,8 @@ def test_metrics_service_and_optional_service_monitor(helm: Path):
         (["--set", "watch.clusterWide=yes"], "watch/clusterWide"),
         (["--set", "networkPolicy.apiServer.cidrs={example.com}"], "apiServer/cidrs/0"),
         (["--set", "networkPolicy.apiServer.ports={0}"], "apiServer/ports/0"),
+        (["--set", "monitoring.scrapeFrom[0].hostNetwork=true"], "scrapeFrom/0"),
+        (["--set", "monitoring.podMonitors.interval=often"], "podMonitors/interval"),
     ],
 )
 def test_values_schema_refuses_bad_values(helm: Path, values: list[str], complaint: str):

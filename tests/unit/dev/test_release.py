@@ -102,3 +102,27 @@ def test_a_broken_workflow_is_caught(tmp_path):
     result = workflows.lint([bad])
     assert result.returncode == 1
     assert "missing" in result.stdout and "nope" in result.stdout
+
+
+def test_the_krew_archive_launches_the_plugin_and_its_manifest_names_its_digest(tmp_path):
+    archive, manifest = release.krew_plugin(tmp_path / "out")
+    again, _ = release.krew_plugin(tmp_path / "again")
+    assert archive.read_bytes() == again.read_bytes()  # reproducible: one digest per release
+    plugin = yaml.safe_load(manifest.read_text())
+    assert plugin["kind"] == "Plugin" and plugin["metadata"]["name"] == "memorystore"
+    assert plugin["spec"]["version"] == f"v{VERSION}"
+    (platform,) = plugin["spec"]["platforms"]
+    assert platform["sha256"] == release._digest(archive)
+    assert platform["uri"].endswith(f"/v{VERSION}/{archive.name}")
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    launcher = tmp_path / "unpacked" / platform["bin"]
+    ran = subprocess.run(
+        [str(launcher), "--version"],
+        env={"MEMORYSTORE_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == f"kubectl memorystore {VERSION}"

@@ -21,14 +21,21 @@ from pydantic import ValidationError
 
 from memorystore.config import ClientConfig, ServiceConfig, format_validation_error, load_model
 from memorystore.operator import names
-from memorystore.operator.builders import desired_children, expected_workloads
+from memorystore.operator.builders import desired_children, expected_workloads, pod_monitor
 from memorystore.operator.builders.configs import (
     client_config,
     render_client_config,
     render_service_config,
     service_config,
 )
-from memorystore.operator.builders.model import Images, Keys, OperatorPods, Owner, Restore
+from memorystore.operator.builders.model import (
+    Images,
+    Keys,
+    Monitoring,
+    OperatorPods,
+    Owner,
+    Restore,
+)
 from memorystore.operator.builders.secrets import keys_secret
 from memorystore.operator.builders.validate import SpecError, check_spec
 from memorystore.spec import MemoryStoreSpec, RecallSettings
@@ -1409,3 +1416,73 @@ def test_an_external_qdrants_ca_is_mounted_as_a_file_the_config_names():
     pod = find(desired_children(OWNER, spec, IMAGES, KEYS, ca_cert=CA_CERT), "Deployment",
                "acme-memory")["spec"]["template"]["spec"]  # fmt: skip
     assert _secret_files(pod) == {server.ca.file: ("corp-ca", "ca.pem")}
+
+
+# --- monitoring -------------------------------------------------------------------------------
+
+MONITORING = Monitoring(
+    pod_monitors=True,
+    interval="15s",
+    labels=(("release", "prom"),),
+    scrapers=(
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        },
+    ),
+)
+
+
+def _by_kind(children: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [c for c in children if c["kind"] == kind]
+
+
+@pytest.mark.parametrize("tls", [True, False])
+def test_a_pod_monitor_scrapes_every_service_pod_as_the_pods_serve(tls: bool):
+    spec = spec_of({"tls": {"enabled": tls}})
+    monitor = pod_monitor(OWNER, spec, MONITORING)
+    assert monitor is not None and monitor["kind"] == "PodMonitor"
+    children = desired_children(OWNER, spec, IMAGES, KEYS, ca_cert=CA_CERT)
+    (deployment,) = _by_kind(children, "Deployment")
+    pod = deployment["spec"]["template"]
+    # the selector picks the service's pods, and the port it names is theirs
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
+    assert endpoint["interval"] == "15s" and monitor["metadata"]["labels"]["release"] == "prom"
+    assert endpoint["relabelings"][0]["targetLabel"] == "store"
+    assert monitor["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
+    if tls:  # verified against the store's CA, under a name the certificate holds
+        assert endpoint["scheme"] == "https"
+        ca = endpoint["tlsConfig"]["ca"]["configMap"]
+        (client_map,) = [
+            c for c in _by_kind(children, "ConfigMap") if c["metadata"]["name"] == ca["name"]
+        ]
+        assert client_map["data"][ca["key"]] == CA_CERT
+        assert endpoint["tlsConfig"]["serverName"] in names.memory_dns_names("acme", "tenants")
+    else:
+        assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
+
+
+def test_no_pod_monitor_unless_asked():
+    assert pod_monitor(OWNER, spec_of({}), Monitoring()) is None
+
+
+def test_the_scrapers_are_admitted_to_the_service_port_only():
+    spec = spec_of({})
+    children = desired_children(OWNER, spec, IMAGES, KEYS, scrapers=MONITORING.scrapers)
+    policy = next(
+        c for c in _by_kind(children, "NetworkPolicy")
+        if c["metadata"]["name"] == names.memory_network_policy_name("acme")
+    )  # fmt: skip
+    (rule,) = policy["spec"]["ingress"]
+    assert MONITORING.scrapers[0] in rule["from"]
+    assert rule["ports"] == [{"port": names.SERVICE_PORT, "protocol": "TCP"}]
+    without = desired_children(OWNER, spec, IMAGES, KEYS)
+    plain = next(
+        c
+        for c in _by_kind(without, "NetworkPolicy")
+        if c["metadata"]["name"] == policy["metadata"]["name"]
+    )
+    assert MONITORING.scrapers[0] not in plain["spec"]["ingress"][0]["from"]

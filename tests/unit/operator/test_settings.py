@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pkgutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import memorystore.operator
-from memorystore.operator.builders.model import Images, OperatorPods
+from memorystore.operator.builders.model import Images, Monitoring, OperatorPods
 from memorystore.operator.settings import (
     BACKUP_WAIT_SECONDS,
     OPERATOR_NAMESPACE,
     OPERATOR_POD_LABELS,
+    POD_MONITOR_INTERVAL,
+    POD_MONITOR_LABELS,
+    POD_MONITORS,
     QDRANT_IMAGE,
     RESYNC_SECONDS,
+    SCRAPERS,
     SERVICE_IMAGE,
     VARIABLES,
     OperatorSettings,
@@ -46,11 +53,21 @@ def test_every_variable_is_read():
         BACKUP_WAIT_SECONDS: "20",
         OPERATOR_NAMESPACE: "memorystore-system",
         OPERATOR_POD_LABELS: '{"app": "op"}',
+        POD_MONITORS: "true",
+        POD_MONITOR_INTERVAL: "1m30s",
+        POD_MONITOR_LABELS: '{"release": "prom"}',
+        SCRAPERS: '[{"namespaceSelector": {"matchLabels": {"team": "obs"}}}]',
     }
     assert set(env) == set(VARIABLES)
     assert OperatorSettings.from_env(env) == OperatorSettings(
         images=Images(service="reg/svc:1", qdrant="reg/qdrant:2"),
         operator_pods=OperatorPods("memorystore-system", (("app", "op"),)),
+        monitoring=Monitoring(
+            pod_monitors=True,
+            interval="1m30s",
+            labels=(("release", "prom"),),
+            scrapers=({"namespaceSelector": {"matchLabels": {"team": "obs"}}},),
+        ),
         resync_seconds=2.5,
         backup_wait_seconds=20.0,
     )
@@ -147,3 +164,57 @@ def test_the_environment_is_read_only_by_the_start_up_handler():
         if path.name != "settings.py":
             assert not any(f'"{var}"' in source for var in VARIABLES), path
     assert readers == {"memorystore.operator.handlers": {"configure"}}
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "complaint"),
+    [
+        (POD_MONITORS, "yes", "not true or false"),
+        (POD_MONITOR_INTERVAL, "often", "not a Prometheus duration"),
+        (POD_MONITOR_INTERVAL, "30", "not a Prometheus duration"),
+        (POD_MONITOR_LABELS, '["a"]', "not a JSON object of strings"),
+        (POD_MONITOR_LABELS, '{"a": 1}', "not a JSON object of strings"),
+        (SCRAPERS, "{", "not JSON"),
+        (SCRAPERS, '{"podSelector": {}}', "not a JSON list"),
+        (SCRAPERS, "[{}]", "[0]: a NetworkPolicy peer"),
+        (SCRAPERS, '[{"podSelector": {}}, {"hostNetwork": true}]', "[1]: a NetworkPolicy peer"),
+        (SCRAPERS, '[{"podSelector": "prometheus"}]', "[0]: a NetworkPolicy peer"),
+    ],
+)
+def test_a_bad_monitoring_value_stops_the_start_naming_the_variable(var, value, complaint):
+    """A bad peer would make every store's NetworkPolicy unappliable: refused at start-up."""
+    with pytest.raises(SettingsError) as info:
+        OperatorSettings.from_env({var: value})
+    assert str(info.value).startswith(var) and complaint in str(info.value)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+PEERS = st.lists(
+    st.dictionaries(
+        st.sampled_from(["podSelector", "namespaceSelector", "ipBlock", "hostNetwork", ""]),
+        JSON,
+        max_size=3,
+    ),
+    max_size=3,
+)
+
+
+@given(st.one_of(JSON, PEERS))
+def test_any_scrapers_value_is_peers_or_refused_by_name(value):
+    """Generated JSON for the scrapers: accepted only as a list of peers of the three
+    fields, each an object; anything else a SettingsError naming the variable, never a crash."""
+    try:
+        scrapers = OperatorSettings.from_env({SCRAPERS: json.dumps(value)}).monitoring.scrapers
+    except SettingsError as exc:
+        assert str(exc).startswith(SCRAPERS)
+        return
+    assert isinstance(value, list) and scrapers == tuple(value)
+    for peer in scrapers:
+        assert peer and set(peer) <= {"podSelector", "namespaceSelector", "ipBlock"}
+        assert all(isinstance(v, dict) for v in peer.values())

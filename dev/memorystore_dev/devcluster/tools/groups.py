@@ -150,6 +150,19 @@ GROUPS: tuple[Group, ...] = (
         version_args={"actionlint": ("-version",)},
         expect=versions.ACTIONLINT.removeprefix("v"),
     ),
+    Group(
+        # The alert rules' checker and unit-test runner (tests/unit/charts/test_monitoring.py),
+        # stamped with its module pin (prometheus/common's version variable).
+        name="prometheus",
+        module="github.com/prometheus/prometheus",
+        version=versions.PROMETHEUS,
+        packages={"promtool": "github.com/prometheus/prometheus/cmd/promtool"},
+        version_args={"promtool": ("--version",)},
+        expect=versions.PROMETHEUS,
+        # upstream's tag that leaves out the cloud service discoveries (AWS, Azure, GCE, …):
+        # rules are all promtool checks here, and their SDKs are most of a cold build
+        tags=("remove_all_sd",),
+    ),
 )
 TOOLS: tuple[str, ...] = tuple(t for g in GROUPS for t in g.packages)
 

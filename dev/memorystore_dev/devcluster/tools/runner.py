@@ -79,6 +79,8 @@ def _ldflags(group: Group, go: str, workdir: Path, info_time: str | None) -> lis
         return helm_ldflags(group.module, group.version, client_go)
     if group.name == "actionlint":  # its release build's stamp (`actionlint -version`)
         return ["-s", "-w", f"-X {group.module}.version={group.version.removeprefix('v')}"]
+    if group.name == "prometheus":  # `promtool --version` says the module pin
+        return ["-s", "-w", f"-X github.com/prometheus/common/version.Version={group.version}"]
     return ["-s", "-w"]
 
 

@@ -1,0 +1,3 @@
+from memorystore.kubectl.cli import main
+
+raise SystemExit(main())
