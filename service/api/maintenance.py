@@ -1,8 +1,9 @@
 """Maintenance a platform team asks of a running service (`kubectl memorystore reindex`).
 
 A re-index runs by itself at start-up when the index settings changed (lifespan.py); this
-starts one in the running service, for the memories still behind (one a failed run left,
-or an import of another version's memories), and /readyz shows its progress as it goes.
+starts one in the running service, for the memories still behind (those a replica of the
+older version wrote during a rolling update, after this one's start-up run; or those a run
+stopped half-way left), and /readyz shows its progress as it goes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from memorystore.service.api.deps import ServicesDep
+from memorystore.service.api.responses import ReindexAnswer
 from memorystore.service.retrieval.reindex import reindex_stale
 
 __all__ = ["router"]
@@ -21,7 +23,16 @@ __all__ = ["router"]
 router = APIRouter(tags=["maintenance"])
 
 
-@router.post("/v1/reindex/", status_code=202)
+@router.post(
+    "/v1/reindex/",
+    status_code=202,
+    response_model=ReindexAnswer,
+    response_model_exclude_none=True,
+    responses={
+        200: {"model": ReindexAnswer, "description": "No memory is behind: nothing started"},
+        409: {"model": ReindexAnswer, "description": "A re-index is running: its progress"},
+    },
+)
 async def reindex(services: ServicesDep) -> JSONResponse:
     """Start re-indexing the memories behind the index version (202 with how many); 409 while
     a run is going on (its progress is on /readyz); 200 when none is behind."""

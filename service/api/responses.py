@@ -340,3 +340,24 @@ class BackupManifest(_Open):
     files: dict[str, BackupFile]
     path: str
     duration_s: float | None = Field(None, description="How long the backup took (when taken).")
+
+
+class ReindexProgress(BaseModel):
+    """A re-index run's counts (what /readyz shows)."""
+
+    total: int
+    pending: int
+    done: int
+    re_embedded: int
+    failed: int
+    finished: bool
+
+
+class ReindexAnswer(BaseModel):
+    """POST /v1/reindex/: the index version, and how many memories are behind it (202: a run
+    started on them; 200: none) or, while a run goes on (409), its progress."""
+
+    version: str
+    pending: int | None = None
+    reindex: ReindexProgress | None = None
+    detail: str | None = None

@@ -31,7 +31,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 class Metrics:
     """The service's Prometheus registry (docs/operations/monitoring.md lists every metric;
-    tests/unit/chart/test_monitoring.py checks the dashboard and alerts name only these)."""
+    tests/integration/test_monitoring.py checks the dashboard and alerts name only these)."""
 
     def __init__(
         self,
