@@ -159,6 +159,8 @@ def tools_needed(item: pytest.Item) -> list[str]:
         return CLIENT_TOOLS if os.environ.get("KUBECONFIG") else CLUSTER_TOOLS + CLIENT_TOOLS
     if "helm" in fixtures:
         return ["helm"]
+    if "promtool" in fixtures:
+        return ["promtool"]
     return []
 
 
