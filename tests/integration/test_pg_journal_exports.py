@@ -262,11 +262,14 @@ def test_the_exports_scenario_gives_the_same_results_on_both(new_exports):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_exports_expire_and_the_next_put_prunes_them(kind, new_exports):
-    store = new_exports(kind, retention_s=0.05)
+    # a second of retention: long enough that what is put is still there when read back on
+    # a loaded machine (50 ms was not, under a cold CI run), short enough to wait out
+    retention = 1.0
+    store = new_exports(kind, retention_s=retention)
     alice = ALICE.filters()
     store.put(ALICE, stored("old", alice, alice))
     assert store.get("old") is not None
-    time.sleep(0.1)
+    time.sleep(retention + 0.2)
     assert store.get("old") is None and store.latest(ALICE) is None
     assert count(store) == 1  # expired, not yet pruned
     store.put(ALICE, stored("new", alice))  # prunes the expired one
