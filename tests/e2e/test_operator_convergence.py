@@ -219,4 +219,5 @@ def test_unchanged_stores_cost_no_write_per_resync_round(
         ),
         timeout=30,
     )
-    assert operator_writes(port) > before_writes
+    # counted once the reconcile's children are all applied, a moment after the repair shows
+    wait_for(lambda: operator_writes(port) > before_writes, timeout=30)
