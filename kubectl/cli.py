@@ -19,7 +19,7 @@ import yaml
 
 from memorystore import __version__
 from memorystore.kubectl.kube import Kubectl, KubeError
-from memorystore.kubectl.report import backup_line, status_screen
+from memorystore.kubectl.report import backup_line, status_screen, tier_of
 from memorystore.kubectl.store_api import service_client
 from memorystore.operator import names
 from memorystore.spec import BACKUP_KIND, GROUP, KIND, VERSION
@@ -67,7 +67,7 @@ def _store(kube: Kubectl, name: str) -> dict[str, Any]:
 def status(kube: Kubectl, args: argparse.Namespace) -> int:
     store = _store(kube, args.store)
     workloads = [("Deployment", names.memory_deployment_name(args.store))]
-    if "managed" in ((store.get("spec") or {}).get("vectorStore") or {"managed": {}}):
+    if tier_of(store.get("spec") or {}) == "managed":  # the one place that reads the tier
         workloads.insert(0, ("StatefulSet", names.qdrant_statefulset_name(args.store)))
     read = [(kind, name, kube.get(kind.lower(), name)) for kind, name in workloads]
     print(status_screen(store, read, kube.list(BACKUP)))
