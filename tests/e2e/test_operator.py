@@ -274,10 +274,17 @@ def test_missing_secret_is_reported_hand_edits_reverted_and_liveness_and_metrics
         wait_for(lambda: image() != "evil:latest", timeout=30)
 
         assert httpx.get(f"http://127.0.0.1:{live_port}/healthz").status_code == 200
-        metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
-        assert 'memorystore_operator_reconciles_total{outcome="applied"}' in metrics
+        # The gauge holds the last reconcile's verdict: the one that reverted the hand edit
+        # saw the Deployment mid-rollout (not Ready), so it reads 1 again once a later
+        # reconcile has seen the rollout finish.
         ready = f'memorystore_operator_store_ready{{namespace="{namespace}",store="m"}} 1.0'
-        assert ready in metrics
+
+        def scraped() -> str | None:
+            text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+            return text if ready in text else None
+
+        metrics = wait_for(scraped, timeout=60)
+        assert 'memorystore_operator_reconciles_total{outcome="applied"}' in metrics
         assert "memorystore_operator_reconcile_seconds_count" in metrics
     finally:
         stop_operator(proc)
