@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import re
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,11 +82,21 @@ class Kubectl:
         )
         try:
             assert proc.stdout is not None
-            line = proc.stdout.readline()  # kubectl prints the port once it listens
+            out = proc.stdout
+            lines: queue.Queue[str] = queue.Queue()
+            # kubectl prints the port once it listens; read on a thread, so a kubectl that
+            # hangs before it (an API server that never answers) costs `timeout`, not forever
+            threading.Thread(target=lambda: lines.put(out.readline()), daemon=True).start()
+            try:
+                line = lines.get(timeout=timeout)
+                hung = False
+            except queue.Empty:
+                line, hung = f"no answer in {timeout:g} s\n", True
             found = FORWARDING.search(line)
             if found is None:
                 proc.kill()
-                error = proc.stderr.read() if proc.stderr else ""
+                # a kubectl that exited said why on stderr; a hung one said nothing yet
+                error = proc.stderr.read() if proc.stderr and not hung else ""
                 raise KubeError(f"port-forward to {target} failed: {(line + error).strip()}")
             yield int(found.group(1))
         finally:

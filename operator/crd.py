@@ -27,9 +27,11 @@ from memorystore.spec import (
     BACKUP_PLURAL,
     BACKUP_SHORT_NAMES,
     BACKUP_SINGULAR,
+    DEPRECATED_VERSIONS,
     GROUP,
     KIND,
     PLURAL,
+    SERVED_VERSIONS,
     SHORT_NAMES,
     SINGULAR,
     VERSION,
@@ -177,18 +179,24 @@ def _crd(
                 "singular": singular,
                 "shortNames": list(short_names),
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": copy.deepcopy(columns),
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
+            # One schema for every version: the API server converts by rewriting apiVersion.
+            "conversion": {"strategy": "None"},
+            "versions": [_version(name, kind, columns, schema) for name in SERVED_VERSIONS],
         },
     }
+
+
+def _version(name: str, kind: str, columns: list[Schema], schema: Schema) -> Schema:
+    entry: Schema = {"name": name, "served": True, "storage": name == VERSION}
+    if name in DEPRECATED_VERSIONS:
+        entry["deprecated"] = True
+        entry["deprecationWarning"] = (
+            f"{GROUP}/{name} {kind} is deprecated; use {GROUP}/{VERSION} (the same schema)"
+        )
+    entry["subresources"] = {"status": {}}
+    entry["additionalPrinterColumns"] = copy.deepcopy(columns)
+    entry["schema"] = {"openAPIV3Schema": copy.deepcopy(schema)}
+    return entry
 
 
 def render_crd() -> Schema:

@@ -1,7 +1,8 @@
 """kopf handlers: thin. They only register with kopf and hand each event to the parts that
 act on it: the reconciler (`reconcile.py`), the resync loop (`resync.py`), the children watch
 (`watch.py`) and the backup runner (`backups.py`), all made once at start-up from the
-operator's settings (`settings.py`, read from the environment then and only then).
+operator's settings (`settings.py`, read from the environment then and only then), and
+the storage version migration (`storage_version.py`), once per start.
 
 No kopf timer and no deletion handler: kopf puts a finalizer on every resource with a timer,
 and a finalizer blocks namespace deletion whenever the operator is down. MemoryStores carry
@@ -22,7 +23,7 @@ from typing import Any
 import kopf
 from lightkube import AsyncClient
 
-from memorystore.operator import apply, watch
+from memorystore.operator import apply, storage_version, watch
 from memorystore.operator.backups import BackupRunner
 from memorystore.operator.reconcile import Reconciler
 from memorystore.operator.resync import resync
@@ -52,6 +53,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.background = [
         asyncio.create_task(resync(reconciler, namespaces)),
         asyncio.create_task(watch.follow_children(client, namespaces, events)),
+        asyncio.create_task(storage_version.keep_migrating(client, namespaces)),
     ]
 
 

@@ -18,6 +18,8 @@ __all__ = [
     "BACKUP_LAST_SUCCESS",
     "DURATION",
     "KEY_CHANGES",
+    "IN_FLIGHT",
+    "QUEUED",
     "RECONCILES",
     "STORE_READY",
     "STORE_SUSPENDED",
@@ -34,6 +36,15 @@ DURATION = Histogram(
     "memorystore_operator_reconcile_seconds",
     "Time to build, apply and observe one MemoryStore.",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+QUEUED = Gauge(
+    "memorystore_operator_reconciles_queued",
+    "Stores with a reconcile asked for and not started yet (waiting for the store's own "
+    "reconcile to end or for one of the concurrent slots).",
+)
+IN_FLIGHT = Gauge(
+    "memorystore_operator_reconciles_in_flight",
+    "Reconciles running now (at most the operator's concurrency).",
 )
 KEY_CHANGES = Counter(
     "memorystore_operator_service_key_changes_total",

@@ -39,6 +39,8 @@ from memorystore.operator.metrics import (
     DURATION,
     KEY_CHANGES,
     RECONCILES,
+    IN_FLIGHT,
+    QUEUED,
     STORE_READY,
     STORE_SUSPENDED,
 )
@@ -110,16 +112,22 @@ class Reconciler:
         if key in self._waiting:
             return  # one is already waiting, and it will read the live object
         self._waiting.add(key)
-        waiting = True
+        waiting = queued = True
+        QUEUED.inc()
         try:
             async with self._locks.hold(key):
                 self._waiting.discard(key)
                 waiting = False  # a request from now on may wait behind this one
                 async with self._limit:
-                    await self._reconcile_live(namespace, name)
+                    QUEUED.dec()
+                    queued = False
+                    with IN_FLIGHT.track_inprogress():
+                        await self._reconcile_live(namespace, name)
         finally:
             if waiting:  # cancelled while waiting: the mark is this call's
                 self._waiting.discard(key)
+            if queued:
+                QUEUED.dec()
 
     async def _reconcile_live(self, namespace: str, name: str) -> None:
         client = self.client

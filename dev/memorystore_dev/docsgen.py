@@ -195,14 +195,23 @@ def _crd_section(path: str, node: Schema) -> list[str]:
 
 def _resource(crd: Schema) -> list[str]:
     """One CustomResourceDefinition as a section: its names, columns and every field."""
-    names, (version,) = crd["spec"]["names"], crd["spec"]["versions"]
+    names, group = crd["spec"]["names"], crd["spec"]["group"]
+    version = next(v for v in crd["spec"]["versions"] if v["storage"])
+    deprecated = [v["name"] for v in crd["spec"]["versions"] if v.get("deprecated")]
     kind, schema = names["kind"], version["schema"]["openAPIV3Schema"]
+    also = (
+        " Also served, deprecated, with the same schema: "
+        + ", ".join(code(f"{group}/{name}") for name in deprecated)
+        + " ([API versions](../operations/upgrades.md#api-versions))."
+        if deprecated
+        else ""
+    )
     lines = [
         f"## {kind} {{#{anchor(kind)}}}",
         "",
-        f"`apiVersion: {crd['spec']['group']}/{version['name']}`, `kind: {kind}` (short name "
+        f"`apiVersion: {group}/{version['name']}`, `kind: {kind}` (short name "
         + ", ".join(code(s) for s in names.get("shortNames", []))
-        + f"). {text(schema['description'])}",
+        + f"). {text(schema['description'])}{also}",
         "",
         "`kubectl get` shows:",
         "",

@@ -13,14 +13,14 @@ from memorystore_dev.devcluster.cluster import free_port
 
 def start_operator(
     kubeconfig: Path,
-    namespace: str,
+    namespace: str | None,
     log: Path,
     resync_seconds: float | None = None,
     metrics_port: int = 0,
     liveness_port: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`memorystore operator --namespace NS`, output appended to `log` (never a pipe: a pipe
-    nobody drains blocks the operator once it fills)."""
+    """`memorystore operator --namespace NS` (`--all-namespaces` for None), output appended to
+    `log` (never a pipe: a pipe nobody drains blocks the operator once it fills)."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     if resync_seconds is not None:
         env[RESYNC_SECONDS] = str(resync_seconds)
@@ -29,8 +29,7 @@ def start_operator(
         "-m",
         "memorystore",
         "operator",
-        "--namespace",
-        namespace,
+        *(["--all-namespaces"] if namespace is None else ["--namespace", namespace]),
         "--metrics-port",
         str(metrics_port),
         "--liveness",

@@ -1,5 +1,11 @@
-"""The two resources' API names (group, version, kinds, plurals, short names): the CRDs, the
+"""The two resources' API names (group, versions, kinds, plurals, short names): the CRDs, the
 operator's clients and the docs all spell them from here.
+
+`VERSION` is the one the operator, the plugin and the docs speak and the API server stores.
+Every version in `SERVED_VERSIONS` has the same schema, so the API server converts between
+them by rewriting `apiVersion` (conversion strategy None); a deprecated one answers with a
+warning. The operator moves objects stored under an older version onto `VERSION`
+(`operator/storage_version.py`).
 """
 
 from __future__ import annotations
@@ -9,9 +15,11 @@ __all__ = [
     "BACKUP_PLURAL",
     "BACKUP_SHORT_NAMES",
     "BACKUP_SINGULAR",
+    "DEPRECATED_VERSIONS",
     "GROUP",
     "KIND",
     "PLURAL",
+    "SERVED_VERSIONS",
     "SHORT_NAMES",
     "SINGULAR",
     "VERSION",
@@ -19,7 +27,9 @@ __all__ = [
 
 
 GROUP = "memorystore.dev"
-VERSION = "v1alpha1"
+VERSION = "v1beta1"
+SERVED_VERSIONS = ("v1alpha1", "v1beta1")
+DEPRECATED_VERSIONS = frozenset({"v1alpha1"})
 KIND = "MemoryStore"
 PLURAL = "memorystores"
 SINGULAR = "memorystore"

@@ -56,7 +56,7 @@ class Tenant:
 
 def ready_store(kube: Kube, namespace: str, store: str, spec: str = "{}") -> dict:
     kube.apply(
-        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+        f"apiVersion: memorystore.dev/v1beta1\nkind: MemoryStore\n"
         f"metadata: {{name: {store}}}\nspec: {spec}\n",
         "-n",
         namespace,

@@ -117,7 +117,7 @@ async def test_bumping_rotation_rotates_the_key_without_downtime_and_retires_the
     kube: Kube, namespace: str, operator: None, operator_log: Path, tmp_path: Path, request
 ):
     kube.apply(
-        f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\nmetadata: {{name: {STORE}}}\n"
+        f"apiVersion: memorystore.dev/v1beta1\nkind: MemoryStore\nmetadata: {{name: {STORE}}}\n"
         f"spec: {{serviceKey: {{gracePeriodSeconds: {GRACE}}}}}\n",
         "-n",
         namespace,

@@ -34,7 +34,7 @@ def test_a_memorystore_becomes_ready_repairs_drift_rolls_on_update_and_retains_d
     kube: Kube, namespace: str, operator: subprocess.Popen
 ):
     kube.apply(
-        "apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+        "apiVersion: memorystore.dev/v1beta1\nkind: MemoryStore\n"
         "metadata: {name: demo}\nspec: {}\n",
         "-n",
         namespace,
@@ -115,7 +115,7 @@ def test_an_unrealisable_spec_sets_a_condition_instead_of_children(
 ):
     # the CRD admits the URL; the operator refuses credentials in it (they belong in a Secret)
     kube.apply(
-        "apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\nmetadata: {name: pg}\n"
+        "apiVersion: memorystore.dev/v1beta1\nkind: MemoryStore\nmetadata: {name: pg}\n"
         "spec: {vectorStore: {external: {url: 'https://user:pw@q.example:6333'}}}\n",
         "-n",
         namespace,
@@ -421,7 +421,7 @@ def test_two_stores_admitting_the_same_agent_pods_are_warned_about(
     """The mistake docs/kubernetes.md warns of: two tenants in a namespace admit `app: agent`."""
     for name in ("acme", "globex"):
         kube.apply(
-            "apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+            "apiVersion: memorystore.dev/v1beta1\nkind: MemoryStore\n"
             f"metadata: {{name: {name}}}\n"
             "spec: {allowedAgentPods: {matchLabels: {app: agent}}}\n",
             "-n",

@@ -700,7 +700,7 @@ def backup_and_restore(
         )
         wait_for(lambda: store_ready(kube, store, generation), timeout=120, every=2)
         backup = {
-            "apiVersion": "memorystore.dev/v1alpha1",
+            "apiVersion": "memorystore.dev/v1beta1",
             "kind": "MemoryStoreBackup",
             "metadata": {"name": BACKUP},
             "spec": {"store": store},

@@ -17,7 +17,7 @@ __all__ = ["backup", "claim", "finished"]
 
 def backup(kube: Kube, namespace: str, name: str, store: str, **meta: Any) -> None:
     body = {
-        "apiVersion": "memorystore.dev/v1alpha1",
+        "apiVersion": "memorystore.dev/v1beta1",
         "kind": "MemoryStoreBackup",
         "metadata": {"name": name, **meta},
         "spec": {"store": store},

@@ -76,7 +76,8 @@ tests/unit/charts/test_chart.py keeps the same rules as a literal, each with whe
 In every watched namespace (a Role per namespace, or the ClusterRole when cluster-wide):
 - memorystores list, watch: kopf's watch of the handled resource (handlers.on_change) and
   the resync loop's client.list (resync.resync).
-- memorystores patch: kopf keeps its progress and diff-base annotations on the object.
+- memorystores patch: kopf keeps its progress and diff-base annotations on the object;
+  storage_version.migrate rewrites each one under the storage version (an empty patch).
 - memorystores/status patch: kopf writes the status the handler returns; the resync loop
   merge-patches it (reconcile.Reconciler._reconcile_live).
 - memorystores/finalizers update: children carry an owner reference with
@@ -114,6 +115,12 @@ Cluster-scoped, in both modes:
 - customresourcedefinitions list, watch: kopf's resource observer re-discovers the
   MemoryStore resource when its CRD appears or changes (e.g. the CRD this chart installs
   becomes Established only after the operator has started).
+- customresourcedefinitions get, only our two by name: storage_version.migrate reads which
+  version each CRD stores and which versions its status says may still be stored.
+Cluster-scoped, only when watching every namespace:
+- customresourcedefinitions/status patch, only our two by name: storage_version.migrate
+  sets storedVersions to the storage version once it has rewritten every object (only an
+  operator watching every namespace has seen them all).
 Cluster-scoped, only when watching a list of namespaces:
 - namespaces list, watch: kopf's namespace observer. Without it kopf logs an error and
   retries with backoff for about a minute and a half before it falls back to the names it
@@ -173,6 +180,16 @@ Cluster-scoped, only when watching a list of namespaces:
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["memorystores.memorystore.dev", "memorystorebackups.memorystore.dev"]
+  verbs: ["get"]
+{{- if .Values.watch.clusterWide }}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions/status"]
+  resourceNames: ["memorystores.memorystore.dev", "memorystorebackups.memorystore.dev"]
+  verbs: ["patch"]
+{{- end }}
 {{- end }}
 
 {{- define "memorystore.namespaceObserverRules" -}}

@@ -159,7 +159,7 @@ def _run(kube: Kube, n: int, timeout: float) -> dict[str, float]:
         time.sleep(3)  # operator start-up is not part of the measured reconcile time
         base_cpu, _ = _proc_stats(proc.pid)
         manifest = "\n---\n".join(
-            f"apiVersion: memorystore.dev/v1alpha1\nkind: MemoryStore\n"
+            f"apiVersion: memorystore.dev/v1beta1\nkind: MemoryStore\n"
             f"metadata: {{name: s{i:03d}}}\nspec: {{}}"
             for i in range(n)
         )

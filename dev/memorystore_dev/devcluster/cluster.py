@@ -102,6 +102,7 @@ class LocalCluster:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="memorystore-cluster-"))
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.server = ""
+        self.etcd_url = ""  # for tests that check what the API server stored
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -162,7 +163,7 @@ class LocalCluster:
         admin = pki.issue("admin", "kubernetes-admin", "system:masters")
         self._write_kubeconfig(self.kubeconfig, pki.ca.cert, admin)
 
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn(
             "etcd",
             [

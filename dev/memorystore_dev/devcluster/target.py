@@ -82,6 +82,15 @@ def kube_for_tests(log: Log = print) -> Iterator[Kube]:
 
 
 @contextmanager
+def private_cluster(log: Log = print) -> Iterator[Kube]:
+    """A local control plane of the caller's own, even with $KUBECONFIG set: for tests that
+    change what every test shares (the CRDs' versions) or read its etcd (`kube.local`)."""
+    tools = ensure_tools(CLUSTER_TOOLS + CLIENT_TOOLS, log=log)
+    with LocalCluster(tools, log=log) as cluster:
+        yield Kube(cluster.kubeconfig, tools, cluster)
+
+
+@contextmanager
 def real_node_cluster(
     log: Log = print,
     addons: Sequence[NodeAddon] = (),

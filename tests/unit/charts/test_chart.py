@@ -132,8 +132,16 @@ NAMESPACED_RULES: Rules = {
 # (re)discover MemoryStores when their CRD appears or changes (kopf/_core/reactor/
 # observation.py: resource_observer); without it an operator that starts before the CRD is
 # Established serves nothing until restarted. Discovery (/api, /apis) needs no rule.
+CRDS = "memorystorebackups.memorystore.dev,memorystores.memorystore.dev"
 CLUSTER_RULES: Rules = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    # storage_version.migrate reads which version each of our two CRDs stores and records.
+    ("apiextensions.k8s.io", f"customresourcedefinitions named {CRDS}"): {"get"},
+}
+# Outside any namespace, only cluster-wide: storage_version.migrate sets storedVersions once
+# it has rewritten every object (only an operator watching every namespace has seen them).
+CLUSTER_WIDE_RULES: Rules = {
+    ("apiextensions.k8s.io", f"customresourcedefinitions/status named {CRDS}"): {"patch"},
 }
 # Outside any namespace, only with --namespace: kopf's namespace observer (observation.py:
 # namespace_observer) lists and watches namespaces. Without it kopf logs an error and retries
@@ -163,17 +171,21 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def rules_of(role: dict[str, Any]) -> Rules:
-    """A Role's rules as (apiGroup, resource) -> verbs: exactly the access they grant."""
+    """A Role's rules as (apiGroup, resource) -> verbs: exactly the access they grant; a rule
+    limited to some objects keys "<resource> named <names, sorted>"."""
     granted: Rules = {}
     for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, (
-            f"no resourceNames / nonResourceURLs expected: {rule}"
+        assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, (
+            f"no nonResourceURLs expected: {rule}"
         )
         for field in rule.values():
             assert "*" not in field, f"no wildcards: {rule}"
+        named = (
+            f" named {','.join(sorted(rule['resourceNames']))}" if "resourceNames" in rule else ""
+        )
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
+                granted.setdefault((group, resource + named), set()).update(rule["verbs"])
     return granted
 
 
@@ -338,7 +350,7 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(helm: Path):
     objects = render(helm, *CLUSTER_WIDE)
     assert not of_kind(objects, "Role") and not of_kind(objects, "RoleBinding")
     role = one(objects, "ClusterRole")
-    assert rules_of(role) == NAMESPACED_RULES | CLUSTER_RULES
+    assert rules_of(role) == NAMESPACED_RULES | CLUSTER_RULES | CLUSTER_WIDE_RULES
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -457,7 +469,11 @@ def test_the_rules_cover_every_resource_type_and_call_of_the_operator():
     types = set().union(*(_resource_types(m) for m in modules))
     assert ("memorystore.dev", "memorystores/status") in types
     assert ("memorystore.dev", "memorystorebackups/status") in types
-    missing = types - NAMESPACED_RULES.keys()
+    granted = {
+        (group, resource.split(" named ")[0])
+        for group, resource in (NAMESPACED_RULES | CLUSTER_RULES | CLUSTER_WIDE_RULES)
+    }
+    missing = types - granted
     assert not missing, f"the operator uses {sorted(missing)}, which the chart does not grant"
 
 

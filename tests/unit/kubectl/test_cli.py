@@ -4,9 +4,12 @@ real API server and node: tests/e2e/test_kubectl_plugin.py and the real-node wal
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from memorystore.kubectl.cli import build_parser, restored_store, rotation_patch
+from memorystore.kubectl.kube import Kubectl, KubeError
 from memorystore.kubectl.report import backup_line, newest_backup, status_screen, tier_of
 
 STORE = {
@@ -114,3 +117,39 @@ def test_a_rotation_goes_above_both_the_key_and_the_spec(spec_rotation, generati
         store["status"]["serviceKey"] = {"generation": generation}
     patch, made = rotation_patch(store)
     assert made == expected and patch == {"spec": {"serviceKey": {"rotation": expected}}}
+
+
+def _fake_kubectl(tmp_path, body: str) -> str:
+    """A stand-in kubectl (a shell script): port-forward's wait is the plugin's, not kubectl's."""
+    script = tmp_path / "kubectl"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_port_forward_yields_the_port_kubectl_prints(tmp_path):
+    binary = _fake_kubectl(tmp_path, 'echo "Forwarding from 127.0.0.1:41234 -> 8765"; sleep 30')
+    with Kubectl(binary=binary).port_forward("svc/acme-memory", 8765, timeout=10) as port:
+        assert port == 41234
+
+
+def test_port_forward_gives_up_on_a_kubectl_that_never_answers(tmp_path):
+    binary = _fake_kubectl(tmp_path, "sleep 30")
+    started = time.monotonic()
+    with (
+        pytest.raises(
+            KubeError, match=r"port-forward to svc/acme-memory failed: no answer in 0.5 s"
+        ),
+        Kubectl(binary=binary).port_forward("svc/acme-memory", 8765, timeout=0.5),
+    ):
+        pass
+    assert time.monotonic() - started < 10  # bounded by the timeout, not kubectl's 30 s
+
+
+def test_port_forward_names_kubectls_own_error(tmp_path):
+    binary = _fake_kubectl(tmp_path, 'echo "error: services \\"nope\\" not found" >&2; exit 1')
+    with (
+        pytest.raises(KubeError, match='services "nope" not found'),
+        Kubectl(binary=binary).port_forward("svc/nope", 8765),
+    ):
+        pass

@@ -456,7 +456,7 @@ SETTINGS = OperatorSettings()
 
 def cluster_objects(*, ready: bool = True, **backup_status: Any) -> list[dict[str, Any]]:
     store = {
-        "apiVersion": "memorystore.dev/v1alpha1",
+        "apiVersion": "memorystore.dev/v1beta1",
         "kind": "MemoryStore",
         "metadata": {"name": "acme", "namespace": "tenants", "uid": "u1"},
         "spec": {"backup": {"volume": {"claimName": "acme-backups"}}, "tls": {"enabled": False}},
@@ -486,7 +486,7 @@ def cluster_objects(*, ready: bool = True, **backup_status: Any) -> list[dict[st
             "data": {names.CURRENT_SERVICE_KEY: base64.b64encode(KEY.encode()).decode()},
         },
         {
-            "apiVersion": "memorystore.dev/v1alpha1",
+            "apiVersion": "memorystore.dev/v1beta1",
             "kind": "MemoryStoreBackup",
             "metadata": {"name": "acme-1", "namespace": "tenants", "uid": "b1"},
             "spec": {"store": "acme"},

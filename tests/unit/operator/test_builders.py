@@ -263,7 +263,7 @@ def test_every_child_has_the_owner_reference_labels_and_namespace(sample):
             continue
         assert meta["ownerReferences"] == [
             {
-                "apiVersion": "memorystore.dev/v1alpha1",
+                "apiVersion": "memorystore.dev/v1beta1",
                 "kind": "MemoryStore",
                 "name": "acme",
                 "uid": OWNER.uid,

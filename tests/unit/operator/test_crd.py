@@ -64,7 +64,7 @@ def server_defaults(value: Any, schema: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    return crd.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return crd.render_crd()["spec"]["versions"][-1]["schema"]["openAPIV3Schema"]
 
 
 def test_checked_in_yaml_is_a_fresh_render():
@@ -107,8 +107,8 @@ def test_check_flag_fails_on_a_stale_file(tmp_path, monkeypatch, capsys):
 
 def test_render_is_pure():
     first = crd.render_crd()
-    first["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clear()
-    assert crd.render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+    first["spec"]["versions"][-1]["schema"]["openAPIV3Schema"]["properties"]["spec"].clear()
+    assert crd.render_crd()["spec"]["versions"][-1]["schema"]["openAPIV3Schema"]["properties"][
         "spec"
     ]
 
@@ -120,8 +120,15 @@ def test_names_version_subresource_and_columns():
     assert spec["scope"] == "Namespaced"
     assert spec["names"]["shortNames"] == ["mstore"]
     assert "categories" not in spec["names"]
-    [version] = spec["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert spec["conversion"] == {"strategy": "None"}
+    served = [(v["name"], v["served"], v["storage"]) for v in spec["versions"]]
+    assert served == [("v1alpha1", True, False), ("v1beta1", True, True)]
+    old, version = spec["versions"]
+    assert old["deprecated"] is True and "use memorystore.dev/v1beta1" in old["deprecationWarning"]
+    assert "deprecated" not in version
+    # One schema, one set of columns: conversion is a rewrite of apiVersion, nothing else.
+    assert old["schema"] == version["schema"]
+    assert old["additionalPrinterColumns"] == version["additionalPrinterColumns"]
     assert version["subresources"] == {"status": {}}
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {
@@ -370,7 +377,7 @@ def test_every_condition_reason_is_documented(schema):
 
 @pytest.fixture(scope="module")
 def backup_schema() -> dict[str, Any]:
-    return crd.render_backup_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return crd.render_backup_crd()["spec"]["versions"][-1]["schema"]["openAPIV3Schema"]
 
 
 def test_every_checked_in_crd_is_a_fresh_render(tmp_path, monkeypatch, capsys):
@@ -395,7 +402,11 @@ def test_backup_crd_names_subresource_and_columns(backup_schema):
     assert spec["names"]["kind"] == "MemoryStoreBackup"
     assert spec["names"]["plural"] == "memorystorebackups"
     assert spec["names"]["shortNames"] == ["msbackup"]
-    (version,) = spec["versions"]
+    assert [(v["name"], v["storage"]) for v in spec["versions"]] == [
+        ("v1alpha1", False),
+        ("v1beta1", True),
+    ]
+    version = spec["versions"][-1]
     assert version["subresources"] == {"status": {}}
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {

@@ -468,7 +468,7 @@ class _Api:
 
 def test_a_backup_of_a_postgres_store_fails_pointing_at_the_databases_own_tools():
     store = {
-        "apiVersion": "memorystore.dev/v1alpha1",
+        "apiVersion": "memorystore.dev/v1beta1",
         "kind": "MemoryStore",
         "metadata": {"name": "acme", "namespace": "tenants"},
         "spec": REPLICATED,

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client import REGISTRY
+
 from memorystore.operator.reconcile import Reconciler
 from memorystore.operator.settings import OperatorSettings
 
 SETTINGS = OperatorSettings()
+
+
+def queued() -> float | None:
+    return REGISTRY.get_sample_value("memorystore_operator_reconciles_queued")
+
+
+def running() -> float | None:
+    return REGISTRY.get_sample_value("memorystore_operator_reconciles_in_flight")
 
 
 async def test_reconciles_of_one_store_never_overlap_and_pile_ups_collapse():
@@ -39,3 +49,32 @@ async def test_reconciles_of_one_store_never_overlap_and_pile_ups_collapse():
 def test_the_reconciler_carries_the_settings_it_was_made_with():
     custom = OperatorSettings(resync_seconds=5)
     assert Reconciler(client=None, settings=custom).settings is custom  # type: ignore[arg-type]
+
+
+async def test_the_queue_gauges_count_waiting_and_running_reconciles_and_return_to_zero():
+    release = asyncio.Event()
+    seen: list[tuple[float, float]] = []
+
+    class Blocked(Reconciler):
+        async def _reconcile_live(self, namespace: str, name: str) -> None:
+            seen.append((queued(), running()))
+            await release.wait()
+
+    probe = Blocked(client=None, settings=SETTINGS, concurrency=2)  # type: ignore[arg-type]
+    runs = [asyncio.create_task(probe.run("t", name)) for name in "abcd"]
+    runs.append(asyncio.create_task(probe.run("t", "a")))  # waits behind a's own reconcile
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # two slots: a and b run; c, d and the second a wait
+    assert (queued(), running()) == (3, 2)
+    release.set()
+    await asyncio.gather(*runs)
+    assert (queued(), running()) == (0, 0)
+    assert len(seen) == 5
+
+    cancelled = asyncio.create_task(Blocked(None, SETTINGS, concurrency=0).run("t", "x"))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert queued() == 1
+    cancelled.cancel()
+    await asyncio.gather(cancelled, return_exceptions=True)
+    assert queued() == 0

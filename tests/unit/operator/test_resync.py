@@ -25,7 +25,7 @@ class Listing:
     async def list(self, resource: Any, namespace: str | None = None):
         for body in self.bodies:
             if namespace in (ALL_NS, body["metadata"]["namespace"]):
-                yield resource.from_dict({"apiVersion": "memorystore.dev/v1alpha1", **body})
+                yield resource.from_dict({"apiVersion": "memorystore.dev/v1beta1", **body})
 
 
 class Recorder(Reconciler):

@@ -23,7 +23,7 @@ class Listing:
         self.lists.append(str(namespace))
         for body in self.bodies:
             if body["metadata"]["namespace"] == namespace:
-                yield resource.from_dict({"apiVersion": "memorystore.dev/v1alpha1", **body})
+                yield resource.from_dict({"apiVersion": "memorystore.dev/v1beta1", **body})
 
 
 async def test_a_namespace_is_listed_once_then_kept_current_by_reads():
