@@ -37,10 +37,10 @@ from memorystore.operator.keys import Change, ServiceKeyState, describe
 from memorystore.operator.metrics import (
     API_WRITES,
     DURATION,
-    KEY_CHANGES,
-    RECONCILES,
     IN_FLIGHT,
+    KEY_CHANGES,
     QUEUED,
+    RECONCILES,
     STORE_READY,
     STORE_SUSPENDED,
 )

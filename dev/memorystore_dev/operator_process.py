@@ -18,10 +18,12 @@ def start_operator(
     resync_seconds: float | None = None,
     metrics_port: int = 0,
     liveness_port: int | None = None,
+    base_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """`memorystore operator --namespace NS` (`--all-namespaces` for None), output appended to
-    `log` (never a pipe: a pipe nobody drains blocks the operator once it fills)."""
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    `log` (never a pipe: a pipe nobody drains blocks the operator once it fills). `base_env`
+    replaces this process's environment (a previous release's: `previous_release`)."""
+    env = {**(os.environ if base_env is None else base_env), "KUBECONFIG": str(kubeconfig)}
     if resync_seconds is not None:
         env[RESYNC_SECONDS] = str(resync_seconds)
     argv = [

@@ -10,7 +10,6 @@ chart lacks makes the store never become Ready and this test fail. (A token was 
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from memorystore.operator import names
 from memorystore.operator.crd import CRD_NAME, CRD_PATH
 from memorystore_dev.devcluster.target import Kube
 from memorystore_dev.operator_process import start_operator, stop_operator
+from support.helm import helm, service_account_kubeconfig
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -29,38 +29,6 @@ ROOT = CRD_PATH.parents[1]
 CHART = ROOT / "charts" / "memorystore"
 EXAMPLE = ROOT / "examples" / "memorystore.yaml"
 RELEASE = "memorystore"
-
-
-def helm(kube: Kube, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(kube.tools["helm"]), f"--kubeconfig={kube.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    if check and result.returncode != 0:
-        raise RuntimeError(f"helm {' '.join(args)} failed: {result.stderr.strip()}")
-    return result
-
-
-def service_account_kubeconfig(kube: Kube, namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig that authenticates as the ServiceAccount, with a token it was issued."""
-    token = kube.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout
-    admin = yaml.safe_load(kube.kubeconfig.read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "cluster", "cluster": cluster}],
-                "users": [{"name": account, "user": {"token": token.strip()}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "cluster", "user": account}}],
-                "current-context": "sa",
-            }
-        )
-    )
-    return path
 
 
 @pytest.fixture

@@ -1,0 +1,265 @@
+"""The upgrade from the previous release (its git tag: dev/memorystore_dev/previous_release.py)
+to this checkout, on a real API server with the simulated node: `helm install` of the old
+chart, the old operator (its own code, as the old chart's ServiceAccount) making stores of
+every tier, then `helm upgrade` to this chart and this operator (as the new chart's
+ServiceAccount).
+
+What is measured and printed: per workload, whether the rendered pod template changed (and
+where), whether its generation moved, and how many pods were replaced. What must hold: a
+workload whose template did not change is not rolled (same generation, same pods) and its
+store never leaves Ready; every store is Ready after; the volumes and the generated keys are
+the same objects with the same contents; every store is rewritten under v1beta1 in etcd (a
+namespaced operator leaves the CRDs' storedVersions to the admin).
+
+The simulated node runs no containers, so the memories themselves are not here: the data
+lives on the claims, and the claims (same UIDs) and the keys are what is checked. A control
+plane of its own: the old CRD cannot be applied where v1beta1 is already stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from memorystore.operator.crd import CRD_NAME, CRD_PATH
+from memorystore.spec import GROUP, VERSION
+from memorystore_dev.devcluster.target import Kube, private_cluster
+from memorystore_dev.operator_process import start_operator, stop_operator
+from memorystore_dev.previous_release import previous_release
+from support.helm import helm, service_account_kubeconfig
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+CHART = CRD_PATH.parents[1] / "charts" / "memorystore"
+RELEASE = "memorystore"
+SYSTEM = "memorystore-system"
+TENANTS = "tenants"
+STORES = {
+    "emb": {"vectorStore": {"embedded": {}}},
+    "managed": {},
+    "pg": {
+        "historyDb": {"postgres": {"dsnSecretRef": {"name": "pg-app", "key": "uri"}}},
+        "vectorStore": {"postgres": {}},
+        "service": {"replicas": 2},
+    },
+}
+WORKLOADS = ("deployments", "statefulsets")
+
+
+@pytest.fixture(scope="module")
+def own_kube() -> Iterator[Kube]:
+    with private_cluster(log=lambda _: None) as kube:
+        yield kube
+
+
+def phases(kube: Kube) -> dict[str, str | None]:
+    items = kube.get("mstore", "-n", TENANTS)["items"]
+    return {s["metadata"]["name"]: (s.get("status") or {}).get("phase") for s in items}
+
+
+def snapshot(kube: Kube) -> dict[str, Any]:
+    """Workloads (template, generation, the UIDs of their pods), claims, secrets' data."""
+    pods = kube.get("pods", "-n", TENANTS)["items"]
+    workloads: dict[str, dict[str, Any]] = {}
+    for kind in WORKLOADS:
+        for w in kube.get(kind, "-n", TENANTS)["items"]:
+            selector = w["spec"]["selector"]["matchLabels"]
+            uids = sorted(
+                p["metadata"]["uid"]
+                for p in pods
+                if selector.items() <= (p["metadata"].get("labels") or {}).items()
+                and not p["metadata"].get("deletionTimestamp")
+            )
+            workloads[f"{kind[:-1]}/{w['metadata']['name']}"] = {
+                "template": w["spec"]["template"],
+                "generation": w["metadata"]["generation"],
+                "pods": uids,
+                "owner": w["metadata"]["ownerReferences"][0]["apiVersion"],
+            }
+    claims = {
+        c["metadata"]["name"]: c["metadata"]["uid"] for c in kube.get("pvc", "-n", TENANTS)["items"]
+    }
+    secrets = {
+        s["metadata"]["name"]: hashlib.sha256(
+            json.dumps(s.get("data"), sort_keys=True).encode()
+        ).hexdigest()
+        for s in kube.get("secrets", "-n", TENANTS)["items"]
+    }
+    configs = {
+        c["metadata"]["name"]: {k: yaml.safe_load(v) for k, v in (c.get("data") or {}).items()}
+        for c in kube.get("configmaps", "-n", TENANTS)["items"]
+        if c["metadata"]["name"].endswith("-memory-config")
+    }
+    return {"workloads": workloads, "claims": claims, "secrets": secrets, "configs": configs}
+
+
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ, as paths."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(a.keys() | b.keys()):
+            out += differences(a.get(key), b.get(key), f"{path}.{key}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in differences(x, y, f"{path}[{i}]")
+        ]
+    return [] if a == b else [path or "."]
+
+
+def rolled_out(kube: Kube) -> bool:
+    for kind in WORKLOADS:
+        for w in kube.get(kind, "-n", TENANTS)["items"]:
+            status, want = w.get("status") or {}, w["spec"].get("replicas", 1)
+            if status.get("observedGeneration") != w["metadata"]["generation"]:
+                return False
+            if status.get("updatedReplicas", 0) != want or status.get("readyReplicas", 0) != want:
+                return False
+    return True
+
+
+def stored_api_version(kube: Kube, name: str) -> str:
+    assert kube.local is not None
+    key = base64.b64encode(f"/registry/{GROUP}/memorystores/{TENANTS}/{name}".encode()).decode()
+    (kv,) = httpx.post(f"{kube.local.etcd_url}/v3/kv/range", json={"key": key}).json()["kvs"]
+    return str(json.loads(base64.b64decode(kv["value"]))["apiVersion"])
+
+
+class PhaseWatch:
+    """Every store's phase, sampled twice a second while the upgrade runs."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube, self.samples = kube, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(phases(self.kube))
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> PhaseWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def left_ready(self, store: str) -> int:
+        return sum(1 for sample in self.samples if sample.get(store) != "Ready")
+
+
+def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
+    own_kube: Kube, tmp_path: Path
+) -> None:
+    kube = own_kube
+    old = previous_release(log=lambda _: None)
+    kube.kubectl("create", "namespace", TENANTS)
+    values = ["-n", SYSTEM, "--set", f"watch.namespaces={{{TENANTS}}}"]
+    helm(kube, "install", RELEASE, str(old.chart), "--create-namespace", *values)
+    kube.wait_established(CRD_NAME)
+    account = kube.get("deployment", RELEASE, "-n", SYSTEM)["spec"]["template"]["spec"][
+        "serviceAccountName"
+    ]
+    log = tmp_path / "operator.log"
+    kube.kubectl(
+        "create", "secret", "generic", "pg-app", "-n", TENANTS,
+        "--from-literal=uri=postgresql://app:pw@db.example:5432/app",
+    )  # fmt: skip
+
+    # The previous release: its chart's RBAC, its operator's code, its API version.
+    as_old = service_account_kubeconfig(kube, SYSTEM, account, tmp_path / "old-sa")
+    proc = start_operator(as_old, TENANTS, log, resync_seconds=2, base_env=old.env())
+    try:
+        for name, spec in STORES.items():
+            kube.apply(
+                yaml.safe_dump({
+                    "apiVersion": f"{GROUP}/v1alpha1", "kind": "MemoryStore",
+                    "metadata": {"name": name}, "spec": spec,
+                }),
+                "-n", TENANTS,
+            )  # fmt: skip
+        wait_for(lambda: set(phases(kube).values()) == {"Ready"}, timeout=180)
+        wait_for(lambda: rolled_out(kube), timeout=120)
+        time.sleep(4)  # two resync rounds: the old operator has settled what it renders
+        before = snapshot(kube)
+    finally:
+        stop_operator(proc)
+    assert all(w["owner"] == f"{GROUP}/v1alpha1" for w in before["workloads"].values())
+    assert stored_api_version(kube, "emb") == f"{GROUP}/v1alpha1"
+
+    # The upgrade: this chart (CRDs, RBAC, the operator's Deployment), then this operator.
+    with PhaseWatch(kube) as watch:
+        helm(kube, "upgrade", RELEASE, str(CHART), *values)
+        kube.wait_established(CRD_NAME)
+        as_new = service_account_kubeconfig(kube, SYSTEM, account, tmp_path / "new-sa")
+        proc = start_operator(as_new, TENANTS, log, resync_seconds=2)
+        try:
+
+            def reconciled() -> bool:
+                workloads = snapshot(kube)["workloads"].values()
+                return all(w["owner"] == f"{GROUP}/{VERSION}" for w in workloads)
+
+            wait_for(reconciled, timeout=120)
+            wait_for(lambda: rolled_out(kube), timeout=120)
+            wait_for(lambda: set(phases(kube).values()) == {"Ready"}, timeout=120)
+            for name in STORES:
+                wait_for(lambda n=name: stored_api_version(kube, n) == f"{GROUP}/{VERSION}", 60)
+            time.sleep(4)  # two resync rounds: nothing more is rolled
+            after = snapshot(kube)
+        finally:
+            stop_operator(proc)
+            print(log.read_text()[-3000:])
+    assert "Forbidden" not in log.read_text(), "the new chart's RBAC covers the new operator"
+
+    rows = []
+    for workload, old_w in sorted(before["workloads"].items()):
+        new_w = after["workloads"][workload]
+        changed = differences(old_w["template"], new_w["template"])
+        replaced = len(set(old_w["pods"]) - set(new_w["pods"]))
+        moved = new_w["generation"] - old_w["generation"]
+        rows.append((workload, changed, moved, replaced, len(old_w["pods"])))
+    print(f"\nupgrade {old.tag} → this checkout, per workload:")
+    print(f"{'workload':34} {'template':9} {'gen +':>5} {'pods replaced':>13}  what changed")
+    for workload, changed, moved, replaced, total in rows:
+        print(
+            f"{workload:34} {'changed' if changed else 'same':9} {moved:>5} "
+            f"{replaced:>6} of {total:<4}  {', '.join(changed) or '-'}"
+        )
+    unneeded = [r[0] for r in rows if not r[1] and (r[2] or r[3])]
+    print(f"unneeded rollouts: {len(unneeded)}")
+    for name, config in sorted(before["configs"].items()):  # why a checksum moved
+        print(f"{name} config: {', '.join(differences(config, after['configs'][name])) or '-'}")
+    assert not unneeded, f"rolled without a template change: {unneeded}"
+    assert sorted(before["workloads"]) == sorted(after["workloads"])
+    for workload, changed, *_ in rows:
+        if not changed:  # its store served throughout (the one that rolled may show it)
+            store = next(s for s in STORES if workload.split("/")[1].startswith(f"{s}-"))
+            if not any(r[1] for r in rows if r[0].split("/")[1].startswith(f"{store}-")):
+                assert watch.left_ready(store) == 0, (store, watch.samples)
+    print(
+        "phases sampled during the upgrade: "
+        + ", ".join(
+            f"{s}: {len(watch.samples) - watch.left_ready(s)}/{len(watch.samples)} Ready"
+            for s in STORES
+        )
+    )
+    assert after["claims"] == before["claims"], "every volume is the same claim"
+    kept = {k: v for k, v in before["secrets"].items() if k.endswith("-keys") or k == "pg-app"}
+    assert kept and all(after["secrets"][k] == v for k, v in kept.items()), "keys unchanged"
+    # A namespaced operator moved its stores and left the record to the admin.
+    assert kube.get("crd", CRD_NAME)["status"]["storedVersions"] == ["v1alpha1", VERSION]
