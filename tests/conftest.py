@@ -32,14 +32,22 @@ GROUPS = ("machine", "cluster")
 ONE_WORKER_MODULES = {
     "tests/integration/test_backup_races.py",
 }
+# Cluster tests on a control plane of their own (they change what the shared one holds: the
+# CRDs' versions): a unit of their own, so they run beside the cluster group, not in its
+# worker; ordered with it (they need its tools).
+OWN_CLUSTER_MODULES = {
+    "tests/e2e/test_upgrade.py",
+}
 
 
 def scheduling_group(nodeid: str) -> str:
-    """The scheduling unit of a test: "machine", "cluster", its module (ONE_WORKER_MODULES),
-    or the test itself."""
+    """The scheduling unit of a test: "machine", "cluster", its module (ONE_WORKER_MODULES,
+    OWN_CLUSTER_MODULES), or the test itself."""
     module = nodeid.split("::", 1)[0]
     if module in MACHINE_MODULES:
         return "machine"
+    if module in OWN_CLUSTER_MODULES:
+        return module
     if PurePosixPath(module).parent.name == "e2e":
         return "cluster"
     if module in ONE_WORKER_MODULES:
@@ -81,6 +89,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return "real node"
         if group in GROUPS:
             return group
+        if group in OWN_CLUSTER_MODULES:
+            return "cluster"
         return "slow" if item.get_closest_marker("slow") is not None else "fast"
 
     items.sort(key=lambda item: order.index(kind(item)))

@@ -11,6 +11,13 @@ store never leaves Ready; every store is Ready after; the volumes and the genera
 the same objects with the same contents; every store is rewritten under v1beta1 in etcd (a
 namespaced operator leaves the CRDs' storedVersions to the admin).
 
+The API versions on the way (read back from etcd itself): objects made under the old CRD
+(v1alpha1 only) are served under both versions after the upgrade, a v1alpha1 write gets the
+deprecation warning, the namespaced operator rewrites its namespace's objects under v1beta1
+and leaves the others and the CRDs' storedVersions alone; an operator watching every
+namespace then moves the rest and sets storedVersions to [v1beta1], after which the old CRD
+is refused.
+
 The simulated node runs no containers, so the memories themselves are not here: the data
 lives on the claims, and the claims (same UIDs) and the keys are what is checked. A control
 plane of its own: the old CRD cannot be applied where v1beta1 is already stored.
@@ -31,8 +38,8 @@ import httpx
 import pytest
 import yaml
 
-from memorystore.operator.crd import CRD_NAME, CRD_PATH
-from memorystore.spec import GROUP, VERSION
+from memorystore.operator.crd import BACKUP_CRD_NAME, CRD_NAME, CRD_PATH
+from memorystore.spec import DEPRECATED_VERSIONS, GROUP, VERSION
 from memorystore_dev.devcluster.target import Kube, private_cluster
 from memorystore_dev.operator_process import start_operator, stop_operator
 from memorystore_dev.previous_release import previous_release
@@ -45,6 +52,8 @@ CHART = CRD_PATH.parents[1] / "charts" / "memorystore"
 RELEASE = "memorystore"
 SYSTEM = "memorystore-system"
 TENANTS = "tenants"
+ELSEWHERE = "elsewhere"  # not watched by the namespaced operator
+OLD = "v1alpha1"
 STORES = {
     "emb": {"vectorStore": {"embedded": {}}},
     "managed": {},
@@ -131,11 +140,23 @@ def rolled_out(kube: Kube) -> bool:
     return True
 
 
-def stored_api_version(kube: Kube, name: str) -> str:
+def stored(kube: Kube, name: str, namespace: str = TENANTS, plural: str = "memorystores") -> str:
+    """The apiVersion etcd holds the object under (custom resources are stored as JSON)."""
     assert kube.local is not None
-    key = base64.b64encode(f"/registry/{GROUP}/memorystores/{TENANTS}/{name}".encode()).decode()
+    path = f"/registry/{GROUP}/{plural}/{namespace}/{name}"
+    key = base64.b64encode(path.encode()).decode()
     (kv,) = httpx.post(f"{kube.local.etcd_url}/v3/kv/range", json={"key": key}).json()["kvs"]
     return str(json.loads(base64.b64decode(kv["value"]))["apiVersion"])
+
+
+def stored_versions(kube: Kube, crd: str) -> list[str]:
+    return list(kube.get("crd", crd)["status"]["storedVersions"])
+
+
+def manifest(kind: str, name: str, spec: dict[str, Any], version: str = OLD) -> str:
+    return yaml.safe_dump(
+        {"apiVersion": f"{GROUP}/{version}", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    )
 
 
 class PhaseWatch:
@@ -181,31 +202,35 @@ def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
         "--from-literal=uri=postgresql://app:pw@db.example:5432/app",
     )  # fmt: skip
 
+    # Outside what the namespaced operator watches: a store and a backup no operator handles.
+    kube.kubectl("create", "namespace", ELSEWHERE)
+    kube.apply(
+        manifest("MemoryStore", "other", {"scope": "agent", "suspend": True}), "-n", ELSEWHERE
+    )
+    kube.apply(manifest("MemoryStoreBackup", "before", {"store": "other"}), "-n", ELSEWHERE)
+    other = kube.get("mstore", "other", "-n", ELSEWHERE)
+
     # The previous release: its chart's RBAC, its operator's code, its API version.
     as_old = service_account_kubeconfig(kube, SYSTEM, account, tmp_path / "old-sa")
     proc = start_operator(as_old, TENANTS, log, resync_seconds=2, base_env=old.env())
     try:
         for name, spec in STORES.items():
-            kube.apply(
-                yaml.safe_dump({
-                    "apiVersion": f"{GROUP}/v1alpha1", "kind": "MemoryStore",
-                    "metadata": {"name": name}, "spec": spec,
-                }),
-                "-n", TENANTS,
-            )  # fmt: skip
+            kube.apply(manifest("MemoryStore", name, spec), "-n", TENANTS)
         wait_for(lambda: set(phases(kube).values()) == {"Ready"}, timeout=180)
         wait_for(lambda: rolled_out(kube), timeout=120)
         time.sleep(4)  # two resync rounds: the old operator has settled what it renders
         before = snapshot(kube)
     finally:
         stop_operator(proc)
-    assert all(w["owner"] == f"{GROUP}/v1alpha1" for w in before["workloads"].values())
-    assert stored_api_version(kube, "emb") == f"{GROUP}/v1alpha1"
+    assert all(w["owner"] == f"{GROUP}/{OLD}" for w in before["workloads"].values())
+    assert stored(kube, "emb") == stored(kube, "other", ELSEWHERE) == f"{GROUP}/{OLD}"
 
     # The upgrade: this chart (CRDs, RBAC, the operator's Deployment), then this operator.
     with PhaseWatch(kube) as watch:
         helm(kube, "upgrade", RELEASE, str(CHART), *values)
         kube.wait_established(CRD_NAME)
+        kube.wait_established(BACKUP_CRD_NAME)
+        check_both_versions_served(kube, other)
         as_new = service_account_kubeconfig(kube, SYSTEM, account, tmp_path / "new-sa")
         proc = start_operator(as_new, TENANTS, log, resync_seconds=2)
         try:
@@ -218,13 +243,17 @@ def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
             wait_for(lambda: rolled_out(kube), timeout=120)
             wait_for(lambda: set(phases(kube).values()) == {"Ready"}, timeout=120)
             for name in STORES:
-                wait_for(lambda n=name: stored_api_version(kube, n) == f"{GROUP}/{VERSION}", 60)
+                wait_for(lambda n=name: stored(kube, n) == f"{GROUP}/{VERSION}", 60)
             time.sleep(4)  # two resync rounds: nothing more is rolled
             after = snapshot(kube)
         finally:
             stop_operator(proc)
             print(log.read_text()[-3000:])
     assert "Forbidden" not in log.read_text(), "the new chart's RBAC covers the new operator"
+    # The namespaced operator moved its own namespace's objects, and only those.
+    assert stored(kube, "other", ELSEWHERE) == f"{GROUP}/{OLD}"
+    for crd in (CRD_NAME, BACKUP_CRD_NAME):
+        assert stored_versions(kube, crd) == [OLD, VERSION]
 
     rows = []
     for workload, old_w in sorted(before["workloads"].items()):
@@ -261,5 +290,47 @@ def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
     assert after["claims"] == before["claims"], "every volume is the same claim"
     kept = {k: v for k, v in before["secrets"].items() if k.endswith("-keys") or k == "pg-app"}
     assert kept and all(after["secrets"][k] == v for k, v in kept.items()), "keys unchanged"
-    # A namespaced operator moved its stores and left the record to the admin.
-    assert kube.get("crd", CRD_NAME)["status"]["storedVersions"] == ["v1alpha1", VERSION]
+
+    # An operator watching every namespace moves the rest, then the record.
+    everywhere = start_operator(kube.kubeconfig, None, tmp_path / "all.log", resync_seconds=2)
+    try:
+        for crd in (CRD_NAME, BACKUP_CRD_NAME):
+            wait_for(lambda crd=crd: stored_versions(kube, crd) == [VERSION], timeout=90)
+    finally:
+        stop_operator(everywhere)
+        print((tmp_path / "all.log").read_text()[-3000:])
+    assert stored(kube, "other", ELSEWHERE) == f"{GROUP}/{VERSION}"
+    assert stored(kube, "before", ELSEWHERE, "memorystorebackups") == f"{GROUP}/{VERSION}"
+    moved = kube.get("mstore", "other", "-n", ELSEWHERE)
+    assert moved["spec"]["scope"] == "agent" and moved["spec"]["suspend"] is True
+    # an empty rewrite: the spec's generation did not move, so nothing rolls for it
+    assert moved["metadata"]["generation"] == other["metadata"]["generation"]
+    # The previous release's CRD cannot come back over what is now stored: the API server
+    # refuses a CRD that stops serving a version named in storedVersions.
+    refused = kube.kubectl(
+        "apply", "--server-side", "--force-conflicts",
+        "-f", str(old.source / "crds" / "memorystore.yaml"), check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "storedVersions" in refused.stderr, refused.stderr
+
+
+def check_both_versions_served(kube: Kube, other: dict[str, Any]) -> None:
+    """Right after the new CRDs: v1beta1 stored, v1alpha1 served (deprecated), one schema."""
+    assert OLD in DEPRECATED_VERSIONS and VERSION != OLD
+    for crd in (CRD_NAME, BACKUP_CRD_NAME):
+        assert stored_versions(kube, crd) == [OLD, VERSION]
+    new = kube.get(f"memorystores.{VERSION}.{GROUP}", "other", "-n", ELSEWHERE)
+    same = kube.get(f"memorystores.{OLD}.{GROUP}", "other", "-n", ELSEWHERE)
+    assert new["apiVersion"] == f"{GROUP}/{VERSION}" and same["apiVersion"] == f"{GROUP}/{OLD}"
+    assert new["spec"] == same["spec"]  # one schema: the same object under either version
+    # what was written is kept; the new schema's defaults are added on read (queryCache)
+    assert not differences(other["spec"], {**new["spec"], "embedder": other["spec"]["embedder"]})
+    assert new["spec"]["embedder"].items() >= other["spec"]["embedder"].items()
+    assert kube.get("mstore", "other", "-n", ELSEWHERE)["apiVersion"] == f"{GROUP}/{VERSION}"
+    # nothing rewrote it: etcd still holds the old encoding
+    assert stored(kube, "other", ELSEWHERE) == f"{GROUP}/{OLD}"
+    written = kube.apply(manifest("MemoryStore", "late", {"suspend": True}), "-n", ELSEWHERE)
+    assert f"{GROUP}/{OLD} MemoryStore is deprecated" in written.stderr
+    assert stored(kube, "late", ELSEWHERE) == f"{GROUP}/{VERSION}"
+    late = kube.get(f"memorystores.{OLD}.{GROUP}", "late", "-n", ELSEWHERE)
+    assert late["apiVersion"] == f"{GROUP}/{OLD}"

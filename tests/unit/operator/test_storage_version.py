@@ -1,6 +1,6 @@
 """The storage version migration (`storage_version.py`): which objects it rewrites, and when
 it may say so in the CRD's record. The real API server's part (re-encoding, etcd) is proven
-by tests/e2e/test_crd_versions.py; here the decisions, over a recording client."""
+by tests/e2e/test_upgrade.py; here the decisions, over a recording client."""
 
 from __future__ import annotations
 
