@@ -49,12 +49,9 @@ class Release:
     def chart(self) -> Path:
         return self.source / "charts" / "memorystore"
 
-    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """An environment in which `python -m memorystore` is this release."""
-        env = dict(os.environ if base is None else base)
-        env["PYTHONPATH"] = str(self.site)
-        env["PYTHONSAFEPATH"] = "1"
-        return env
+    def env(self) -> dict[str, str]:
+        """This process's environment, in which `python -m memorystore` is this release."""
+        return {**os.environ, "PYTHONPATH": str(self.site), "PYTHONSAFEPATH": "1"}
 
 
 PREVIOUS = Release("v0.1.0", "9182b91adcd7c337d954e33997e996c67c2906e0")
