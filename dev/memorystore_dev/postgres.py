@@ -46,8 +46,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from memorystore_dev.cache import cache_home
 from memorystore_dev.devcluster.cluster import free_port
-from memorystore_dev.devcluster.tools import cache_root, file_lock
+from memorystore_dev.devcluster.tools import file_lock
 from memorystore_dev.vendor import PGVECTOR_SOURCE, PGVECTOR_VERSION, vendored
 
 SUPERUSER = "memorystore"
@@ -77,7 +78,7 @@ def pgvector_extension(log: Callable[[str], None] = lambda _: None) -> Path:
         .stdout.split()[1]
         .split(".")[0]
     )
-    final = cache_root().parent / f"pgvector-v{PGVECTOR_VERSION}-pg{major}"
+    final = cache_home() / f"pgvector-v{PGVECTOR_VERSION}-pg{major}"
     if (final / "lib" / "vector.so").is_file():
         return final
     archive = vendored(PGVECTOR_SOURCE)  # VendorMissing names the folder searched

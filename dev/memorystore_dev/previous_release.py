@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memorystore_dev.cache import cache_home
 from memorystore_dev.version import ROOT
 
 __all__ = ["PREVIOUS", "Release", "previous_release"]
@@ -58,8 +59,7 @@ PREVIOUS = Release("v0.1.0", "9182b91adcd7c337d954e33997e996c67c2906e0")
 
 
 def _cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "memorystore" / "releases"
+    return cache_home() / "releases"
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[bytes]:

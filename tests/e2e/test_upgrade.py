@@ -19,8 +19,10 @@ namespace then moves the rest and sets storedVersions to [v1beta1], after which 
 is refused.
 
 The simulated node runs no containers, so the memories themselves are not here: the data
-lives on the claims, and the claims (same UIDs) and the keys are what is checked. A control
-plane of its own: the old CRD cannot be applied where v1beta1 is already stored.
+lives on the claims, and the claims (same UIDs) and the keys are what is checked; that the
+files and databases the old release wrote are served by this one, on every tier, is
+tests/integration/test_upgrade_data.py. A control plane of its own: the old CRD cannot be
+applied where v1beta1 is already stored.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import base64
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,11 @@ import pytest
 import yaml
 
 from memorystore.operator.crd import BACKUP_CRD_NAME, CRD_NAME, CRD_PATH
+from memorystore.operator.status import Workload, workload_state
 from memorystore.spec import DEPRECATED_VERSIONS, GROUP, VERSION
+from memorystore_dev.devcluster.cluster import free_port
 from memorystore_dev.devcluster.target import Kube, private_cluster
+from memorystore_dev.metrics_text import sample_sum
 from memorystore_dev.operator_process import start_operator, stop_operator
 from memorystore_dev.previous_release import previous_release
 from support.helm import helm, service_account_kubeconfig
@@ -130,14 +134,36 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
 
 
 def rolled_out(kube: Kube) -> bool:
-    for kind in WORKLOADS:
-        for w in kube.get(kind, "-n", TENANTS)["items"]:
-            status, want = w.get("status") or {}, w["spec"].get("replicas", 1)
-            if status.get("observedGeneration") != w["metadata"]["generation"]:
-                return False
-            if status.get("updatedReplicas", 0) != want or status.get("readyReplicas", 0) != want:
-                return False
-    return True
+    """Every workload on its latest revision with every replica ready (the operator's own
+    reading of a workload's status)."""
+    return all(
+        workload_state(Workload(kind, w["metadata"]["name"], w))[0]
+        for kind in WORKLOADS
+        for w in kube.get(kind, "-n", TENANTS)["items"]
+    )
+
+
+def operator_counts(port: int) -> tuple[float, float]:
+    """(reconciles, API writes) so far, from the operator's /metrics (both releases')."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    reconciles = sample_sum(text, "memorystore_operator_reconciles_total")
+    return reconciles, sample_sum(text, "memorystore_operator_api_writes_total")
+
+
+def wait_settled(port: int) -> None:
+    """Until the operator has reconciled every store twice more without writing anything:
+    what it renders has settled."""
+    mark = wait_for(lambda: operator_counts(port), timeout=30)
+
+    def quiet() -> bool:
+        nonlocal mark
+        reconciles, writes = now = operator_counts(port)
+        if writes != mark[1]:
+            mark = now
+            return False
+        return reconciles - mark[0] >= 2 * len(STORES)
+
+    wait_for(quiet, timeout=90)
 
 
 def stored(kube: Kube, name: str, namespace: str = TENANTS, plural: str = "memorystores") -> str:
@@ -212,13 +238,14 @@ def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
 
     # The previous release: its chart's RBAC, its operator's code, its API version.
     as_old = service_account_kubeconfig(kube, SYSTEM, account, tmp_path / "old-sa")
-    proc = start_operator(as_old, TENANTS, log, resync_seconds=2, base_env=old.env())
+    port = free_port()
+    proc = start_operator(as_old, TENANTS, log, 2, metrics_port=port, base_env=old.env())
     try:
         for name, spec in STORES.items():
             kube.apply(manifest("MemoryStore", name, spec), "-n", TENANTS)
         wait_for(lambda: set(phases(kube).values()) == {"Ready"}, timeout=180)
         wait_for(lambda: rolled_out(kube), timeout=120)
-        time.sleep(4)  # two resync rounds: the old operator has settled what it renders
+        wait_settled(port)
         before = snapshot(kube)
     finally:
         stop_operator(proc)
@@ -232,7 +259,8 @@ def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
         kube.wait_established(BACKUP_CRD_NAME)
         check_both_versions_served(kube, other)
         as_new = service_account_kubeconfig(kube, SYSTEM, account, tmp_path / "new-sa")
-        proc = start_operator(as_new, TENANTS, log, resync_seconds=2)
+        port = free_port()
+        proc = start_operator(as_new, TENANTS, log, resync_seconds=2, metrics_port=port)
         try:
 
             def reconciled() -> bool:
@@ -244,7 +272,7 @@ def test_an_upgrade_from_the_previous_release_rolls_only_what_changed(
             wait_for(lambda: set(phases(kube).values()) == {"Ready"}, timeout=120)
             for name in STORES:
                 wait_for(lambda n=name: stored(kube, n) == f"{GROUP}/{VERSION}", 60)
-            time.sleep(4)  # two resync rounds: nothing more is rolled
+            wait_settled(port)  # nothing more is rolled
             after = snapshot(kube)
         finally:
             stop_operator(proc)

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from memorystore_dev.cache import cache_home
 from memorystore_dev.devcluster.images.errors import ImageBuildError, MissingPackageError
 from memorystore_dev.devcluster.images.mounts import _remove_tree, unmount_under
 from memorystore_dev.devcluster.images.processes import (
@@ -65,8 +66,7 @@ def _stderr(message: str) -> None:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "memorystore" / "docker"
+    return cache_home() / "docker"
 
 
 def check_packages() -> None:

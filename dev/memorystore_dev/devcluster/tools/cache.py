@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from memorystore_dev.cache import cache_home
 from memorystore_dev.devcluster.tools.groups import Group
 
 __all__ = [
@@ -30,14 +31,8 @@ __all__ = [
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """`${XDG_CACHE_HOME:-~/.cache}/memorystore/k8s-tools` (a relative XDG path is ignored)."""
-    env = os.environ if env is None else env
-    xdg = env.get("XDG_CACHE_HOME", "")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        base = (Path(env["HOME"]) if env.get("HOME") else Path.home()) / ".cache"
-    return base / "memorystore" / "k8s-tools"
+    """`${XDG_CACHE_HOME:-~/.cache}/memorystore/k8s-tools` (memorystore_dev.cache)."""
+    return cache_home(env) / "k8s-tools"
 
 
 def tool_dir(tool: str, version: str, root: Path) -> Path:
