@@ -160,6 +160,16 @@ async def _memory_turn(
     return replied - start, drained - start, _check(model)
 
 
+async def _connect(factory: MemoryMiddlewareFactory, tries: int = 5) -> None:
+    """The factory's once-per-process ping, before the turns: on a loaded machine the first
+    one can miss its 2 s, and that session would run without memory (fail-open, logged),
+    which the count of stored write-backs would report as lost."""
+    for _ in range(tries):
+        if await factory(USER, AGENT, "connect"):
+            return
+    raise RuntimeError(f"the memory service did not answer the factory's ping in {tries} tries")
+
+
 async def _run(
     service: ServiceThread, key_file: Path, turns: int, warmup: int, memories: int
 ) -> dict[str, Any]:
@@ -182,6 +192,7 @@ async def _run(
             }
         )
         factory = MemoryMiddlewareFactory(cfg)
+        await _connect(factory)
         messages = requests(2 * (warmup + turns), seed=5)
         base_msgs, mem_msgs = messages[: warmup + turns], messages[warmup + turns :]
         base: list[float] = []
