@@ -267,6 +267,7 @@ def upgrade(
         with Api(before) as old_api:
             written.write(old_api)
             written.read(old_api)
+            assert_serves(old_api, written, "old")  # the questions find their facts there too
             if backs_up:
                 old_api.call("POST", "/v1/backups/", json={"name": BACKUP})
             if tier == "postgres":  # RollingUpdate: a new replica serves beside the old one
