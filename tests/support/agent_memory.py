@@ -24,13 +24,21 @@ from support.scripted_agent_model import ModelCall, ScriptedAgentModel, Turn
 HINT_HEADER = "## Memories about the user from earlier conversations"
 
 
+# The agent side's time limit per call in tests that are not about time limits: the default
+# (2 s) fails open, and a CI machine with a load of 8 on 2 cores once took longer than that
+# for one recall, so the turn went on without memory and the test read that as a wrong answer.
+SLOW_MACHINE_TIMEOUT_S = 30
+
+
 def client_config(endpoint: str, key_file: Path, **fields: Any) -> ClientConfig:
     """A client config as the operator renders it (camelCase), pointing at `endpoint`.
 
     Capture is per turn unless `captureMode` is given: most agent-side tests check what one
-    turn writes; the session-capture tests ask for `captureMode="session"`."""
+    turn writes; the session-capture tests ask for `captureMode="session"`. Calls may take
+    SLOW_MACHINE_TIMEOUT_S unless `timeoutSeconds` is given (the fault tests give it)."""
     base = {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key_file)}}
-    return ClientConfig.model_validate({**base, "captureMode": "turn", **fields})
+    defaults = {"captureMode": "turn", "timeoutSeconds": SLOW_MACHINE_TIMEOUT_S}
+    return ClientConfig.model_validate({**base, **defaults, **fields})
 
 
 @asynccontextmanager
