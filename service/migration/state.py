@@ -56,10 +56,6 @@ class State:
             raise ValueError(f"{self.phase}: grace until {self.until!r}")
 
     @property
-    def reads(self) -> str:
-        return self.live
-
-    @property
     def writes(self) -> tuple[str, ...]:
         """Every index that exists: a write missed by one could not be read after a switch
         or a revert."""

@@ -25,7 +25,7 @@ import yaml
 from memorystore.config import ConfigError
 from memorystore.middleware import MemoryMiddlewareFactory
 from memorystore.recall import estimate_tokens
-from support.agent_memory import SLOW_MACHINE_TIMEOUT_S, chat, hints, key_file, stored
+from support.agent_memory import chat, client_fields, hints, key_file, stored
 from support.fault_proxy import FaultProxy
 from support.recording_transport import RecordingTransport
 from support.scripted_agent_model import ModelCall, ScriptedAgentModel, ToolCall
@@ -78,11 +78,8 @@ async def make_factory(service, tmp_path: Path):
 
 
 def config_yaml(endpoint: str, key: Path, **fields: Any) -> str:
-    """The client config as the operator mounts it (camelCase YAML); per-turn capture unless
-    `captureMode` is given (these tests check what one turn writes)."""
-    data = {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key)}}
-    data = {**data, "captureMode": "turn", "timeoutSeconds": SLOW_MACHINE_TIMEOUT_S, **fields}
-    return yaml.safe_dump(data)
+    """The client config as the operator mounts it: `client_fields` as a YAML file."""
+    return yaml.safe_dump(client_fields(endpoint, key, **fields))
 
 
 def env_for(config: Path, **toggles: str) -> dict[str, str]:

@@ -38,6 +38,7 @@ from memorystore_dev.postgres import PostgresServer
 from memorystore_dev.previous_release import Release, previous_release
 from memorystore_dev.qdrant import QdrantServer
 from memorystore_dev.replicas import ServiceProcess, Tier, write_config
+from support.backups import every
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -98,8 +99,7 @@ class Api:
         return str(result["id"])
 
     def memories(self, user: str) -> dict[str, dict[str, Any]]:
-        page = self.call("POST", "/v3/memories/", json={"user_id": user}, params={"page_size": 100})
-        return {m["id"]: m for m in page["results"]}
+        return every(self.http, user_id=user)
 
     def history(self, memory_id: str, user: str) -> list[dict[str, Any]]:
         return list(
@@ -163,9 +163,10 @@ def assert_serves(api: Api, written: Written, who: str) -> None:
     field it had, the same history, each unchanged fact found first by its question; the
     deleted ones gone."""
     live = written.live()
+    live_ids = set(live.values())
     for user, old_records in written.records.items():
         records = api.memories(user)
-        expected = {m: old for m, old in old_records.items() if m in live.values()}
+        expected = {m: old for m, old in old_records.items() if m in live_ids}
         assert records.keys() == expected.keys(), f"{who}: {user}'s memories differ"
         for memory_id, old in expected.items():
             kept = {key: records[memory_id].get(key) for key in old}

@@ -30,15 +30,19 @@ HINT_HEADER = "## Memories about the user from earlier conversations"
 SLOW_MACHINE_TIMEOUT_S = 30
 
 
-def client_config(endpoint: str, key_file: Path, **fields: Any) -> ClientConfig:
-    """A client config as the operator renders it (camelCase), pointing at `endpoint`.
+def client_fields(endpoint: str, key_file: Path, **fields: Any) -> dict[str, Any]:
+    """A client config's fields as the operator renders them (camelCase), for `endpoint`.
 
     Capture is per turn unless `captureMode` is given: most agent-side tests check what one
     turn writes; the session-capture tests ask for `captureMode="session"`. Calls may take
     SLOW_MACHINE_TIMEOUT_S unless `timeoutSeconds` is given (the fault tests give it)."""
     base = {"endpoint": endpoint, "tenant": "acme", "apiKey": {"file": str(key_file)}}
-    defaults = {"captureMode": "turn", "timeoutSeconds": SLOW_MACHINE_TIMEOUT_S}
-    return ClientConfig.model_validate({**base, **defaults, **fields})
+    return {**base, "captureMode": "turn", "timeoutSeconds": SLOW_MACHINE_TIMEOUT_S, **fields}
+
+
+def client_config(endpoint: str, key_file: Path, **fields: Any) -> ClientConfig:
+    """`client_fields` as the model the factory takes."""
+    return ClientConfig.model_validate(client_fields(endpoint, key_file, **fields))
 
 
 @asynccontextmanager

@@ -37,7 +37,7 @@ class Migrations(RuleBasedStateMachine):
             if action is Action.CREATE:
                 self.indexes.setdefault(index, set())  # a resumed build keeps its index
             elif action is Action.DROP:
-                assert index != step.state.reads, "the index reads use is dropped"
+                assert index != step.state.live, "the index reads use is dropped"
                 del self.indexes[index]
         self.state = step.state
         self.steps.append(step)
@@ -86,7 +86,7 @@ class Migrations(RuleBasedStateMachine):
 
     @invariant()
     def reads_see_every_acknowledged_write(self) -> None:
-        assert self.indexes[self.state.reads] == self.memories
+        assert self.indexes[self.state.live] == self.memories
 
     @invariant()
     def every_index_takes_the_writes(self) -> None:
@@ -118,7 +118,7 @@ TestMigrations.settings = settings(max_examples=200, stateful_step_count=30, dea
 
 def test_an_abort_drops_the_partial_index_and_reads_never_moved() -> None:
     start = decide(State("a"), "b", now=1, grace=GRACE)
-    assert start.event == "MigrationStarted" and start.state.reads == "a"
+    assert start.event == "MigrationStarted" and start.state.live == "a"
     assert start.actions == ((Action.CREATE, "b"), (Action.BACKFILL, "b"))
     aborted = decide(start.state, "a", now=2, grace=GRACE)
     assert aborted == Step(State("a", since=2), ((Action.DROP, "b"),), "MigrationAborted")
@@ -129,7 +129,7 @@ def test_reads_switch_only_once_the_new_index_is_complete() -> None:
     assert decide(building, "b", now=5, grace=GRACE, built=False).state == building
     switched = decide(building, "b", now=5, grace=GRACE, built=True)
     assert switched.event == "MigrationSwitched"
-    assert switched.state.reads == "b" and switched.state.writes == ("b", "a")
+    assert switched.state.live == "b" and switched.state.writes == ("b", "a")
     assert decide(switched.state, "b", now=5 + GRACE - 1, grace=GRACE).state == switched.state
     finished = decide(switched.state, "b", now=5 + GRACE, grace=GRACE)
     assert finished.event == "MigrationFinished" and finished.actions == ((Action.DROP, "a"),)
