@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from memorystore.rules import forget_texts
 from memorystore.service.engine.core import MemoryEngine
 from memorystore.service.lifecycle.consolidation import Consolidator
+from memorystore.service.migration.migrator import migrate
 from memorystore.service.retrieval.reindex import Reindexer, reindex_stale
 from memorystore.service.services import STATE_MIGRATIONS, Services
 from memorystore.service.state import postgres
@@ -55,7 +56,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if engine.not_ready is None:  # counted before the first request (readyz shows it)
         await _resume_erasures(engine)
         stale = await asyncio.to_thread(reindexer.pending)
-        task: asyncio.Task[None] = asyncio.create_task(reindex_stale(reindexer, stale))
+        task: asyncio.Task[None] = asyncio.create_task(_maintain(engine, reindexer, stale))
     else:  # PostgreSQL's schema or a Qdrant server's collection first, in the background
         task = asyncio.create_task(_prepare(engine, STATE_MIGRATIONS, reindexer))
     idle_s = services.cfg.consolidation.session_idle_minutes * 60
@@ -151,4 +152,12 @@ async def _prepare(
         for step in applied:
             log.info("database schema: applied %s", step)
         break
-    await reindex_stale(reindexer)
+    await _maintain(engine, reindexer)
+
+
+async def _maintain(engine: MemoryEngine, reindexer: Reindexer, stale: int | None = None) -> None:
+    """Once the store is ready: re-index what is stale, then carry out an embedder
+    migration (it runs to its end, grace period included)."""
+    await reindex_stale(reindexer, stale)
+    if engine.migration is not None and engine.migration.pending():
+        await migrate(engine.migration, engine)

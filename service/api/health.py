@@ -45,6 +45,9 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     progress = services.reindexer.progress
     if progress is not None:
         body["reindex"] = progress.as_dict()
+    migration = services.engine.migration
+    if migration is not None and migration.pending():
+        body["embedderMigration"] = migration.status()
     return JSONResponse(body)
 
 

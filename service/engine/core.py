@@ -56,6 +56,7 @@ from memorystore.service.engine.writes import (
     passage_vectors,
 )
 from memorystore.service.lifecycle.retirement import RETIRED_KEYS, active_only
+from memorystore.service.migration.migrator import EmbedderMigration
 from memorystore.service.ops.stages import stage
 from memorystore.service.retrieval.cues import cue_bonuses, without_speakers
 from memorystore.service.retrieval.indexing import PREV_KEY, Hit, fuse, keyword_gates
@@ -65,6 +66,7 @@ from memorystore.service.retrieval.reindex import INDEX_KEY, index_version
 from memorystore.service.state import erasure_ledger, pg_history, postgres, scope_chain
 from memorystore.service.stores.embedded import EdgeVectorStore
 from memorystore.service.stores.protocol import ScoredRecord, StoredRecord, VectorStore
+from memorystore.spec import EmbedderSettings
 
 __all__ = ["CONSOLIDATION_KEY", "RESERVED_METADATA_KEYS", "MemoryEngine", "NotFound"]
 
@@ -132,7 +134,14 @@ class MemoryEngine:
         # the Databases this engine owns (and `close` closes), each once
         owned = (self.database, vectors)
         self._databases = list({id(d): d for d in owned if d is not None}.values())
-        self.memory = AsyncMemory(mem0_config(cfg, vectors))
+        # the store's indexes: the live one may have been made by another embedder than the
+        # configured one (a migration, service/migration/); PostgreSQL's vectors keep one
+        self.migration: EmbedderMigration | None = None
+        live_cfg = cfg
+        if cfg.vector_store.postgres is None:
+            self.migration = EmbedderMigration(cfg, lambda c: mem0_config(c, vectors))
+            live_cfg = self.migration.config_for(self.migration.record.state.live)
+        self.memory = AsyncMemory(mem0_config(live_cfg, vectors))
         self.infer_available = cfg.llm is not None
         # mem0's md5 dedup is read-then-write (mem0 issue 6515), and so is ours for raw text:
         # extraction runs one at a time per scope (its facts are unknown in advance); a raw
@@ -179,10 +188,27 @@ class MemoryEngine:
         )
         # every stage off: mem0's own search
         self._fused_search = retrieval.hybrid or any(w > 0 for w in weights)
-        # centring is done by the offline embedders only: a remote one's vectors stay raw
-        centred = retrieval.language_centering and cfg.embedder.provider in OFFLINE_EMBEDDERS
-        self.index_version = index_version(retrieval, centred)
+        self.index_version = self._version_of(live_cfg.embedder.index_name())
         self._writes = WritePipeline(cfg, self.memory, self._locks, self._chain, self.index_version)
+        if self.migration is not None:
+            self.migration.attach(self.memory, self._version_of)
+
+    def _version_of(self, index: str) -> str:
+        """What a memory in the index of this embedder is stamped with: centring is done by
+        the offline embedders only (a remote one's vectors stay raw)."""
+        retrieval = self.cfg.retrieval
+        provider = index.partition("/")[0]
+        return index_version(
+            retrieval, retrieval.language_centering and provider in OFFLINE_EMBEDDERS
+        )
+
+    @property
+    def live_embedder(self) -> EmbedderSettings:
+        """The embedder of the index reads are served by (during a migration, not
+        necessarily the configured one): backups record it."""
+        if self.migration is None or self.migration.store is None:
+            return self.cfg.embedder
+        return self.migration.store.live().settings
 
     @property
     def store(self) -> VectorStore:
@@ -533,7 +559,9 @@ class MemoryEngine:
     def embedded_stores(self) -> list[EdgeVectorStore]:
         """The embedded engine's open stores (memories, and entity links once mem0 opened
         them): the ones whose HNSW graph the service builds itself (stores/graph_builds.py)."""
-        stores = (self.store, opened_entity_store(self.memory))
+        stores: list[Any] = [self.store, opened_entity_store(self.memory)]
+        if self.migration is not None and self.migration.store is not None:
+            stores[:1] = [index.store for index in self.migration.store.indexes.values()]
         return [store for store in stores if isinstance(store, EdgeVectorStore)]
 
     def databases(self) -> list[postgres.Database]:

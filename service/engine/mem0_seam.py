@@ -39,6 +39,11 @@ mem0; after an upgrade, its failures name what to change. Touched, and why:
 - `AsyncMemory.config.vector_store.config`: the store config mem0 deep-copies when it opens
   its entity store; a rotated Qdrant API key is set there, and on the clients of the store
   and of an opened entity store (use_vector_store_key).
+- `AsyncMemory.vector_store`, `.embedding_model`, `.collection_name`, `.config.vector_store`,
+  `._entity_store`, and the factories' `create`: an embedder migration builds a second
+  index as mem0 builds its own (build_index), puts its routing layer where mem0 calls the
+  store and the embedder (use_index), and after a switch opens the entity-link store next to
+  the new index (use_entity_index).
 
 The second and only other place that touches mem0's internals is
 `service/stores/qdrant_server.py`: QdrantServerStore subclasses mem0's `Qdrant` store and
@@ -126,6 +131,7 @@ __all__ = [
     "NoLLM",
     "PgStoreConfig",
     "ServerStoreConfig",
+    "build_index",
     "chat",
     "checkpoint_history",
     "close_history",
@@ -149,7 +155,9 @@ __all__ = [
     "retire_memory",
     "session_scope_ids",
     "use_embedder_key",
+    "use_entity_index",
     "use_history",
+    "use_index",
     "use_llm_key",
     "use_vector_store_ca",
     "use_vector_store_key",
@@ -268,6 +276,35 @@ def memory_config(
     return MemoryConfig.model_construct(
         vector_store=vector_store, llm=llm, embedder=embedder, history_db_path=history_db_path
     )
+
+
+def build_index(config: MemoryConfig) -> tuple[VectorStore, Any]:
+    """The vector store and embedder `config` names, built as AsyncMemory builds its own
+    (an embedder migration's second index)."""
+    register_providers()
+    embedder = EmbedderFactory.create(
+        config.embedder.provider, config.embedder.config, config.vector_store.config
+    )
+    store = VectorStoreFactory.create(config.vector_store.provider, config.vector_store.config)
+    return cast(VectorStore, store), embedder
+
+
+def use_index(memory: AsyncMemory, store: Any, embedder: Any) -> None:
+    """Make `memory` call `store` and `embedder` (the migration's routing layer)."""
+    memory.vector_store = store
+    memory.embedding_model = embedder
+
+
+def use_entity_index(memory: AsyncMemory, config: MemoryConfig) -> None:
+    """Open mem0's entity-link store next to `config`'s collection from now on (after an
+    embedder switch: the old one holds the old embedder's vectors). The links made so far
+    stay with the old collection; mem0 makes new ones as it extracts."""
+    store = opened_entity_store(memory)
+    memory.config.vector_store = config.vector_store
+    memory.collection_name = config.vector_store.config.collection_name
+    memory._entity_store = None
+    if store is not None:
+        store.close()
 
 
 @contextmanager

@@ -132,12 +132,16 @@ class Snapshot:
 
     memories: int
     history_events: int
+    # the live index's embedder: during an embedder migration, the one reads are served by
+    # (a restore needs its vectors' maker, not the one being migrated to)
+    embedder: dict[str, Any]
 
 
 def _dump(engine: Any, work: int) -> Snapshot:
     """Write the store's points, databases and ledger into the directory `work` (writes
     are paused by the caller)."""
-    dims = engine.cfg.embedder.vector_size()
+    embedder = engine.live_embedder
+    dims = embedder.vector_size()
     count = 0
     pending: list[list[float]] = []
     with (
@@ -148,8 +152,8 @@ def _dump(engine: Any, work: int) -> Snapshot:
         for point_id, vector, payload in engine.store.points(_BATCH):
             if len(vector) != dims:
                 raise BackupError(
-                    f"memory {point_id} has a {len(vector)}-dimensional vector, the config "
-                    f"says {dims}: the store does not match its config",
+                    f"memory {point_id} has a {len(vector)}-dimensional vector, its embedder "
+                    f"makes {dims}: the store does not match its config",
                     500,
                 )
             record = {"id": point_id, "payload": payload}
@@ -171,7 +175,7 @@ def _dump(engine: Any, work: int) -> Snapshot:
         source.close()
     with create_file(ERASURES, work) as ledger:
         ledger.write("".join(f"{e.line()}\n" for e in engine.ledger.entries()).encode())
-    return Snapshot(count, history_events)
+    return Snapshot(count, history_events, embedder.identity())
 
 
 def _storage_error(root: Path, exc: OSError | sqlite3.OperationalError) -> BackupError:
@@ -208,7 +212,7 @@ def _finish(
         "memories": snapshot.memories,
         "history_events": snapshot.history_events,
         "bytes": sum(f["bytes"] for f in files.values()),
-        "embedder": cfg.embedder.identity(),
+        "embedder": snapshot.embedder,
         "collection": cfg.vector_store.collection,
         "files": files,
         "path": name,

@@ -263,12 +263,12 @@ def test_cel_rules(schema):
         "has(self.sqlite) != has(self.postgres)",
         "has(self.sqlite) == has(oldSelf.sqlite) && has(self.postgres) == has(oldSelf.postgres)",
     ]
-    for path in ("spec.vectorStore.collection", "spec.embedder.provider"):
+    for path in ("spec.vectorStore.collection",):
         [rule] = rules_at(schema, path)
         assert rule["rule"] == "self == oldSelf"
         assert rule["message"].startswith(f"{path} is immutable: ")
         assert "create a new MemoryStore" in rule["message"]
-    sqlite, embedded, embedded_volume, vector_db, backup, restore_pg, restore = rules_at(
+    sqlite, embedded, embedded_volume, vector_db, backup, restore_pg, restore, _ = rules_at(
         schema, "spec"
     )
     assert restore["rule"] == (
@@ -299,22 +299,17 @@ def test_cel_rules(schema):
     assert renew["fieldPath"] == ".renewBeforeDays"
 
 
-def test_the_embedding_model_can_be_neither_changed_nor_added_nor_removed(schema):
-    # A rule on the field itself (self == oldSelf) runs only when the field exists before
-    # and after: adding or removing it would slip through. So the rules sit on spec.embedder.
-    transitions = {
-        r["fieldPath"]: r for r in rules_at(schema, "spec.embedder") if "oldSelf" in r["rule"]
-    }
-    assert set(transitions) == {".model", ".baseUrl", ".dimensions"}
-    for field, rule in transitions.items():
-        name = field.removeprefix(".")
-        assert rule["rule"] == (
-            f"has(self.{name}) == has(oldSelf.{name}) "
-            f"&& (!has(self.{name}) || self.{name} == oldSelf.{name})"
-        )
-        assert rule["message"].startswith(f"spec.embedder.{name} cannot be changed, added or ")
-        assert f"see {crd_rules.MIGRATION_PAGE})" in rule["message"]
-    assert not rules_at(schema, "spec.embedder.dimensions")  # folded into the above
+def test_the_embedding_model_changes_by_migration_except_on_postgres(schema):
+    # No transition rule is left on spec.embedder: a change is an online migration
+    # (service/migration/). The one rule left sits on spec, where it sees the tier.
+    assert not [r for r in rules_at(schema, "spec.embedder") if "oldSelf" in r["rule"]]
+    assert not rules_at(schema, "spec.embedder.provider")
+    [rule] = [r for r in rules_at(schema, "spec") if r.get("fieldPath") == ".embedder"]
+    assert rule["rule"].startswith("!(has(self.vectorStore) && has(self.vectorStore.postgres))")
+    for field in ("provider", "model", "baseUrl", "dimensions"):
+        assert f"self.embedder.{field}" in rule["rule"]
+        assert f"oldSelf.embedder.{field}" in rule["rule"]
+    assert f"see {crd_rules.MIGRATION_PAGE})" in rule["message"]
 
 
 def test_every_migration_message_points_at_a_docs_page_that_exists(schema):
@@ -326,8 +321,8 @@ def test_every_migration_message_points_at_a_docs_page_that_exists(schema):
         for rule in node.get("x-kubernetes-validations", [])
         if "see docs/" in rule["message"]
     ]
-    # vector tier, history tier, provider, model, baseUrl, dimensions, shards, copies
-    assert len(pointing) == 8
+    # vector tier, history tier, the embedder on PostgreSQL, shards, copies
+    assert len(pointing) == 5
     for message in pointing:
         assert f"see {crd_rules.MIGRATION_PAGE})" in message
     assert "README" not in crd.render_yaml() + crd.render_yaml(crd.render_backup_crd)

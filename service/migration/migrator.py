@@ -1,0 +1,425 @@
+"""An embedder migration carried out in the running service: the indexes opened at start-up as
+the record says, then the steps `state.decide` gives, each recorded before it is acted on.
+
+    BUILDING  the new index is created and written with every write; the back-fill copies
+              every memory it lacks, a page at a time (embedded ahead of the scope locks,
+              copied under them, so a concurrent update is never overwritten), and goes on
+              from what the index holds after a restart or a kill: the work left is a set
+              difference of ids, so a back-fill is resumable by construction.
+    switch    with every write paused: the ids of both indexes compared (equal, or another
+              pass), the record written, reads routed to the new index in one assignment.
+    SWITCHED  the old index is kept and written for `gracePeriodSeconds`: setting the old
+              embedder back routes reads to it at once; then it is dropped.
+
+A drop is recorded before the index is deleted (`pending_drops`) and finished at the next
+start if the process dies in between, so no index is left behind or claimed after deletion.
+
+The configured embedder is the one asked for: a change of `embedder` in the config (the
+operator renders it from `spec.embedder`, and a changed config restarts the pod) starts,
+retargets, aborts or reverts a migration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memorystore.config import ServiceConfig
+from memorystore.service.migration import record as records
+from memorystore.service.migration.indexes import Index, RoutedEmbedder, RoutedStore
+from memorystore.service.migration.state import Action, Phase, State, decide
+
+if TYPE_CHECKING:
+    from mem0 import AsyncMemory
+    from mem0.configs.base import MemoryConfig
+
+    from memorystore.service.engine.core import MemoryEngine
+
+__all__ = ["EmbedderMigration", "Progress", "migrate"]
+
+log = logging.getLogger("memorystore.service.migration")
+
+DRAIN_SECONDS = 1.0  # between routing reads away from an index and deleting it
+BACKFILL_PASSES = 5  # passes before a back-fill that never catches up waits for the next run
+
+
+@dataclass
+class Progress:
+    """What status shows of the index being built."""
+
+    target: str
+    total: int = 0  # memories in the live index when the pass started
+    done: int = 0  # of them, in the new index
+    started: float = field(default_factory=time.monotonic)
+    copied: int = 0  # by this process (the rate's numerator)
+
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.copied / elapsed if elapsed > 0 else 0.0
+
+    def eta_seconds(self) -> float | None:
+        rate = self.rate()
+        return (self.total - self.done) / rate if rate > 0 else None
+
+
+class EmbedderMigration:
+    """The store's indexes and the migration between them, for one engine."""
+
+    def __init__(
+        self,
+        cfg: ServiceConfig,
+        build: Callable[[ServiceConfig], MemoryConfig],
+        path: Path | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self._build = build  # mem0's config of a service config (mem0_config, with its DB)
+        self.path = path or cfg.path_in_data_dir(None, records.RECORD_FILE)
+        found = records.load(self.path)
+        self.record = found or records.MigrationRecord.new(cfg.embedder)
+        if found is None:
+            records.save(self.path, self.record)
+        self.desired = cfg.embedder.index_name()
+        self.settings = cfg.embedder.migration
+        self.events: list[tuple[float, str, str]] = []  # (time, reason, message)
+        self.progress: Progress | None = None
+        self.store: RoutedStore | None = None
+        self.memory: AsyncMemory | None = None
+        self.running = False
+
+    # --- opening --------------------------------------------------------------------------
+
+    def config_for(self, name: str) -> ServiceConfig:
+        """The service config as the index `name` was made: its embedder, its collection."""
+        if name == self.desired:
+            embedder = self.cfg.embedder
+        else:
+            embedder = self.cfg.embedder.model_copy(
+                update={
+                    "model": None,
+                    "base_url": None,
+                    "dimensions": None,
+                    "runtime": None,
+                    **self._known(name).settings().model_dump(exclude_unset=True),
+                }
+            )
+        vector_store = self.cfg.vector_store.model_copy(
+            update={"collection": self.collection(name)}
+        )
+        return self.cfg.model_copy(update={"embedder": embedder, "vector_store": vector_store})
+
+    def collection(self, name: str) -> str:
+        return records.collection_of(self.cfg.vector_store.collection, self.record.origin, name)
+
+    def _known(self, name: str) -> records.IndexRecord:
+        index = self.record.indexes.get(name) or self.record.pending_drops.get(name)
+        if index is None:
+            raise ValueError(f"{self.path}: no embedder is recorded for index {name!r}")
+        return index
+
+    def live_config(self) -> MemoryConfig:
+        """mem0's config for the live index (what AsyncMemory is built from)."""
+        return self._build(self.config_for(self.record.state.live))
+
+    def attach(self, memory: AsyncMemory, version_of: Callable[[str], str]) -> RoutedStore:
+        """Route `memory`'s store and embedder through the indexes the record names (the
+        live one is the store mem0 built; the other is opened here)."""
+        from memorystore.service.engine import mem0_seam
+
+        state = self.record.state
+        indexes = {
+            state.live: Index(
+                state.live,
+                self._known(state.live).settings(),
+                memory.vector_store,
+                memory.embedding_model,
+                version_of(state.live),
+            )
+        }
+        if state.other is not None:
+            indexes[state.other] = self._open(state.other, version_of)
+        store = RoutedStore(indexes, state, self.cfg.retrieval)
+        mem0_seam.use_index(memory, store, RoutedEmbedder(store))
+        self.store, self.memory = store, memory
+        self._version_of = version_of
+        return store
+
+    def _open(self, name: str, version_of: Callable[[str], str]) -> Index:
+        from memorystore.service.engine import mem0_seam
+
+        store, embedder = mem0_seam.build_index(self._build(self.config_for(name)))
+        return Index(name, self._known(name).settings(), store, embedder, version_of(name))
+
+    def finish_drops(self) -> None:
+        """Delete the indexes whose drop was recorded but not done (a crash in between)."""
+        from memorystore.service.engine import mem0_seam
+
+        for name in list(self.record.pending_drops):
+            store, _ = mem0_seam.build_index(self._build(self.config_for(name)))
+            store.delete_col()
+            del self.record.pending_drops[name]
+            records.save(self.path, self.record)
+            log.info("embedder migration: the %s index is dropped", name)
+
+    # --- running --------------------------------------------------------------------------
+
+    def pending(self) -> bool:
+        """Whether there is anything to do (a migration, a grace period, a drop)."""
+        state = self.record.state
+        return (
+            bool(self.record.pending_drops)
+            or state.phase is not Phase.STEADY
+            or (state.live != self.desired)
+        )
+
+    async def run(self, engine: MemoryEngine) -> None:
+        """Carry the migration through to the end (steady on the configured embedder)."""
+        if self.running:
+            return
+        self.running = True
+        try:
+            await asyncio.to_thread(self.finish_drops)
+            built = False
+            while True:
+                state = self.record.state
+                grace = float(self.settings.grace_period_seconds)
+                step = decide(state, self.desired, time.time(), grace, built)
+                if step.state == state and not step.actions:
+                    if state.phase is Phase.STEADY:
+                        return
+                    assert state.until is not None  # SWITCHED: wait out the grace period
+                    await asyncio.sleep(max(0.05, min(state.until - time.time(), 60.0)))
+                    continue
+                built = await self._act(engine, state, step.state, step.actions, step.event)
+        finally:
+            self.running = False
+
+    async def _act(
+        self,
+        engine: MemoryEngine,
+        before: State,
+        after: State,
+        actions: tuple[tuple[Action, str], ...],
+        event: str | None,
+    ) -> bool:
+        """Record the new state, then carry out its actions; True when a back-fill left the
+        index complete (the next decision switches)."""
+        assert self.store is not None
+        built = False
+        drops = [name for action, name in actions if action is Action.DROP]
+        created = [name for action, name in actions if action is Action.CREATE]
+        if after != before:
+            switched = after.live != before.live
+            async with engine.writes_paused():
+                if switched and before.phase is Phase.BUILDING:
+                    target = self.store.indexes[after.live]
+                    missing, extra, _ = await asyncio.to_thread(self._difference, target)
+                    if missing or extra:  # a write missed it since the back-fill: go on
+                        return False
+                for name in created:
+                    self.record.indexes[name] = records.IndexRecord(
+                        records.kept_settings(self.cfg.embedder)
+                    )
+                for name in drops:
+                    self.record.pending_drops[name] = self.record.indexes.pop(name)
+                self.record.state = after
+                await asyncio.to_thread(records.save, self.path, self.record)
+                opened = self.store.indexes
+                dropped = [opened[n] for n in drops if n in opened]
+                indexes = {n: i for n, i in opened.items() if n not in drops}
+                for name in created:
+                    indexes[name] = await asyncio.to_thread(self._open, name, self._version_of)
+                self.store.route(after, indexes)
+                if switched:
+                    from memorystore.service.engine import mem0_seam
+
+                    assert self.memory is not None
+                    mem0_seam.use_entity_index(
+                        self.memory, self._build(self.config_for(after.live))
+                    )
+            if event is not None:
+                self._report(event, before, after)
+            if dropped:  # reads that embedded for it a moment ago finish first
+                await asyncio.sleep(DRAIN_SECONDS)
+            for index in dropped:
+                await asyncio.to_thread(index.store.delete_col)
+                self.record.pending_drops.pop(index.name, None)
+                await asyncio.to_thread(records.save, self.path, self.record)
+                log.info("embedder migration: the %s index is dropped", index.name)
+        for action, name in actions:
+            if action is Action.BACKFILL:
+                built = await self._backfill(engine, name)
+        return built
+
+    def _report(self, reason: str, before: State, after: State) -> None:
+        messages = {
+            "MigrationStarted": f"building the {after.other} index beside {after.live}",
+            "MigrationRetargeted": f"now building the {after.other} index",
+            "MigrationAborted": f"the partial {before.other} index is dropped; "
+            f"{after.live} stays live",
+            "MigrationSwitched": f"reads moved to the {after.live} index; {after.other} kept "
+            f"until the grace period ends",
+            "MigrationReverted": f"reads moved back to the {after.live} index",
+            "MigrationFinished": f"the {before.other} index is dropped",
+        }
+        message = messages.get(reason, reason)
+        self.events.append((time.time(), reason, message))
+        del self.events[:-20]
+        log.info("embedder migration: %s: %s", reason, message)
+
+    # --- the back-fill --------------------------------------------------------------------
+
+    async def _backfill(self, engine: MemoryEngine, name: str) -> bool:
+        """Copy into `name` every memory it lacks; True when its ids equal the live
+        index's (checked with every write paused, the moment reads may switch)."""
+        assert self.store is not None
+        target = self.store.indexes[name]
+        progress = self.progress
+        if progress is None or progress.target != name:
+            progress = self.progress = Progress(name)
+        for _ in range(BACKFILL_PASSES):
+            missing, extra, total = await asyncio.to_thread(self._difference, target)
+            progress.total, progress.done = total, total - len(missing)
+            self._record_progress(name, progress)
+            if not missing and not extra:
+                return True  # checked again with every write paused, at the switch
+            for memory_id in extra:
+                await self._take_out(engine, target, memory_id)
+            await self._copy_all(engine, target, missing, progress)
+        return False
+
+    def _difference(self, target: Index) -> tuple[list[str], list[str], int]:
+        """(in live, not in target), (in target, not in live), how many are live."""
+        assert self.store is not None
+        live = {pid for pid, _, _ in self.store.live().store.points()}
+        built = {pid for pid, _, _ in target.store.points()}
+        return sorted(live - built), sorted(built - live), len(live)
+
+    async def _copy_all(
+        self, engine: MemoryEngine, target: Index, missing: list[str], progress: Progress
+    ) -> None:
+        batch = self.settings.batch
+        limit = self.settings.max_per_second
+        for start in range(0, len(missing), batch):
+            began = time.monotonic()
+            page = missing[start : start + batch]
+            ahead = await asyncio.to_thread(self._embed_ahead, target, page)
+            for memory_id in page:
+                try:
+                    if await self._copy(engine, target, memory_id, ahead):
+                        progress.copied += 1
+                        progress.done += 1
+                except Exception as exc:
+                    self.record.errors += 1
+                    self.record.last_error = f"memory {memory_id}: {type(exc).__name__}"
+                    log.exception("embedder migration: memory %s was not copied", memory_id)
+            self._record_progress(target.name, progress)
+            if limit is not None:
+                await asyncio.sleep(max(0.0, len(page) / limit - (time.monotonic() - began)))
+
+    def _embed_ahead(self, target: Index, ids: list[str]) -> dict[str, list[float]]:
+        """The new embedder's vectors of these memories' texts, by text, outside the locks."""
+        assert self.store is not None
+        texts = []
+        for memory_id in ids:
+            record = self.store.live().store.get(memory_id)
+            if record is not None:
+                texts.append(self.store.dense_text(dict(record.payload or {})))
+        unique = list(dict.fromkeys(texts))
+        return dict(zip(unique, target.passages(unique), strict=True)) if unique else {}
+
+    async def _copy(
+        self, engine: MemoryEngine, target: Index, memory_id: str, ahead: dict[str, list[float]]
+    ) -> bool:
+        """Copy one memory under its scope's lock, as the live index holds it then."""
+        assert self.store is not None
+        live = self.store.live().store
+        record = await asyncio.to_thread(live.get, memory_id)
+        if record is None:
+            return False
+        async with engine.lock_for(dict(record.payload or {})):
+
+            def copy() -> bool:
+                assert self.store is not None
+                current = live.get(memory_id)
+                if current is None or target.store.get(memory_id) is not None:
+                    return False  # deleted, or written to both meanwhile
+                payload = dict(current.payload or {})
+                text = self.store.dense_text(payload)
+                vector = ahead.get(text) or target.passages([text])[0]
+                target.store.insert([vector], self.store.stamped(target, [payload]), [memory_id])
+                return True
+
+            return await asyncio.to_thread(copy)
+
+    async def _take_out(self, engine: MemoryEngine, target: Index, memory_id: str) -> None:
+        """A memory the new index has and the live one not (a delete that reached only the
+        live index before a crash): deleted from the new one."""
+        record = await asyncio.to_thread(target.store.get, memory_id)
+        if record is None:
+            return
+        async with engine.lock_for(dict(record.payload or {})):
+            assert self.store is not None
+            if await asyncio.to_thread(self.store.live().store.get, memory_id) is None:
+                await asyncio.to_thread(target.store.delete, memory_id)
+
+    def _record_progress(self, name: str, progress: Progress) -> None:
+        index = self.record.indexes.get(name)
+        if index is not None:
+            index.done, index.total = progress.done, progress.total
+            records.save(self.path, self.record)
+
+    # --- what status shows ----------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        state = self.record.state
+        body: dict[str, Any] = {
+            "phase": str(state.phase),
+            "live": state.live,
+            "desired": self.desired,
+        }
+        if state.other is not None:
+            body["other"] = state.other
+        if state.until is not None:
+            body["oldIndexDroppedAt"] = state.until
+        target = state.target
+        if target is not None:
+            index = self.record.indexes[target]
+            body["done"], body["total"] = index.done, index.total
+            progress = self.progress
+            if progress is not None and progress.target == target:
+                body["ratePerSecond"] = round(progress.rate(), 1)
+                eta = progress.eta_seconds()
+                if eta is not None:
+                    body["etaSeconds"] = round(eta)
+        if self.record.errors:
+            body["errors"] = self.record.errors
+            body["lastError"] = self.record.last_error
+        if self.store is not None and self.store.write_errors:
+            body["writeErrors"] = self.store.write_errors
+        if self.events:
+            when, reason, message = self.events[-1]
+            body["lastEvent"] = {"reason": reason, "message": message, "time": when}
+        return body
+
+
+RETRY_SECONDS = 30.0
+
+
+async def migrate(migration: EmbedderMigration, engine: MemoryEngine) -> None:
+    """Run the migration in the service, retrying after a failure (a provider that does not
+    answer): what was copied stays copied, and reads stay on a complete index meanwhile."""
+    while True:
+        try:
+            await migration.run(engine)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            migration.record.last_error = f"{type(exc).__name__}: {exc}"[:300]
+            log.exception("embedder migration stopped; retrying in %.0f s", RETRY_SECONDS)
+            await asyncio.sleep(RETRY_SECONDS)
