@@ -38,6 +38,25 @@ def backup_line(backup: dict[str, Any] | None) -> str:
     return line
 
 
+def migration_line(migration: dict[str, Any]) -> str:
+    """The last embedder migration the operator saw, in one line."""
+    phase, live, other = migration.get("phase"), migration.get("live"), migration.get("other")
+    if phase == "Building":
+        done, total = migration.get("done") or 0, migration.get("total") or 0
+        share = f" ({100 * done // total} %)" if total else ""
+        line = f"migrating {live} -> {other}: {done}/{total} memories{share}"
+        if migration.get("ratePerSecond"):
+            line += f", {migration['ratePerSecond']}/s"
+        if migration.get("etaSeconds") is not None:
+            line += f", ETA {migration['etaSeconds']} s"
+        if migration.get("errors"):
+            line += f", {migration['errors']} errors (last: {migration.get('lastError')})"
+        return line
+    if phase == "Switched":
+        return f"{live} (switched; {other} kept for a revert until the grace period ends)"
+    return f"{live}" + (f" (last: {migration['lastEvent']})" if migration.get("lastEvent") else "")
+
+
 def _ready(obj: dict[str, Any] | None) -> str:
     if obj is None:
         return "missing"
@@ -69,6 +88,11 @@ def status_screen(
             else ""
         ),
         f"last backup:  {backup_line(newest_backup(backups, meta['name']))}",
+    ]
+    migration = status.get("embedderMigration")
+    if migration:
+        lines.append(f"embedder:     {migration_line(migration)}")
+    lines += [
         "workloads:",
     ]
     lines += [f"  {kind} {name}: {_ready(obj)}" for kind, name, obj in workloads]

@@ -91,7 +91,7 @@ _IN_POSTGRES = "spec.historyDb.postgres or spec.vectorStore.postgres"
 
 def _embedder_field(side: str, field: str, default: str) -> str:
     whole = f"{side}.embedder"
-    return f"(has({whole}) && has({whole}.{field}) ? string({whole}.{field}) : '{default}')"
+    return f"(has({whole}) && has({whole}.{field}) ? {whole}.{field} : '{default}')"
 
 
 # What makes the vectors (EmbedderSettings.index_name, with the endpoint): a change of it is

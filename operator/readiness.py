@@ -18,25 +18,35 @@ the API server reports, on the service's port. With TLS the answer is verified a
 store's CA under the Service's DNS name (the certificate names no pod IP). At most 4 KiB
 are read, within 3 s, and only the `reason` field, cut to 300 printable characters, is
 reported: nothing the pod says can grow the status or the operator's memory.
+
+A ready pod's `/readyz` is read the same way for an embedder migration's progress
+(`migration_progress`): only the fields `EmbedderMigrationStatus` has, each bounded, and
+event reasons from a fixed set; anything else makes it None.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import ssl
 from typing import Any
 
 import httpx
 from lightkube import AsyncClient
+from pydantic import ValidationError
 
 from memorystore.operator import backups, names
+from memorystore.spec import EmbedderMigrationStatus
 
 __all__ = [
     "MAX_BODY",
     "MAX_REASON",
     "ask_readyz",
     "crashed_pod",
+    "migration_in",
+    "migration_progress",
     "not_ready_reason",
+    "ready_pod",
     "unready_pod",
 ]
 
@@ -100,11 +110,11 @@ def _reason(status: int, body: bytes) -> str | None:
     return f"its /readyz answered HTTP {status}"
 
 
-async def ask_readyz(
+async def _get_readyz(
     address: str, port: int, *, server_name: str | None, ca_cert: str | None
-) -> str | None:
+) -> tuple[int, bytes] | str:
     """GET https://address:port/readyz (http:// when `server_name` is None, i.e. no TLS):
-    None when it answers 200, otherwise why not, in one short line."""
+    (status, at most MAX_BODY bytes), or why it could not be asked."""
     verify: ssl.SSLContext | bool = False
     if server_name is not None:
         verify = ssl.create_default_context(cadata=ca_cert) if ca_cert else True
@@ -123,9 +133,113 @@ async def ask_readyz(
                 body += chunk
                 if len(body) >= MAX_BODY:
                     break
-            return _reason(response.status_code, body[:MAX_BODY])
+            return response.status_code, body[:MAX_BODY]
     except httpx.HTTPError as exc:
         return f"its /readyz could not be asked ({type(exc).__name__})"
+
+
+async def ask_readyz(
+    address: str, port: int, *, server_name: str | None, ca_cert: str | None
+) -> str | None:
+    """None when the pod's /readyz answers 200, otherwise why not, in one short line."""
+    answer = await _get_readyz(address, port, server_name=server_name, ca_cert=ca_cert)
+    if isinstance(answer, str):
+        return answer
+    return _reason(*answer)
+
+
+# the service's /readyz field -> the status field (the rest of what a pod says is dropped)
+_MIGRATION_FIELDS = {
+    "phase": "phase",
+    "live": "live",
+    "desired": "desired",
+    "other": "other",
+    "done": "done",
+    "total": "total",
+    "ratePerSecond": "rate_per_second",
+    "etaSeconds": "eta_seconds",
+    "errors": "errors",
+    "lastError": "last_error",
+}
+
+
+def migration_in(body: bytes) -> EmbedderMigrationStatus | None:
+    """The embedder migration a 200 /readyz reports, its strings made printable and cut, or
+    None (no migration, or anything not of the expected shape: a pod's words are not trusted
+    to grow or break the status)."""
+    try:
+        reported = json.loads(body).get("embedderMigration")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(reported, dict):
+        return None
+    fields: dict[str, Any] = {}
+    for key, field in _MIGRATION_FIELDS.items():
+        value = reported.get(key)
+        if isinstance(value, str):
+            value = _printable(value)[:200]
+        if value is not None:
+            fields[field] = value
+    event = reported.get("lastEvent")
+    if isinstance(event, dict):
+        reason, message, when = event.get("reason"), event.get("message"), event.get("time")
+        if isinstance(reason, str) and reason in MIGRATION_EVENTS:
+            fields["last_event"] = reason
+            fields["last_event_message"] = _printable(str(message or ""))
+            if isinstance(when, int | float) and not isinstance(when, bool):
+                try:
+                    stamp = dt.datetime.fromtimestamp(float(when), dt.UTC)
+                except (OverflowError, OSError, ValueError):
+                    stamp = None
+                if stamp is not None:
+                    fields["last_event_time"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(fields.get("rate_per_second"), int | float):
+        fields["rate_per_second"] = round(float(fields["rate_per_second"]), 1)
+    try:
+        return EmbedderMigrationStatus.model_validate(fields, strict=False)
+    except ValidationError:
+        return None
+
+
+# what the service names its migration events (service/migration/migrator.py)
+MIGRATION_EVENTS = frozenset(
+    {
+        "MigrationStarted",
+        "MigrationRetargeted",
+        "MigrationAborted",
+        "MigrationSwitched",
+        "MigrationReverted",
+        "MigrationFinished",
+    }
+)
+
+
+def ready_pod(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(name, pod IP) of the first Running, ready pod on the pod network, by name."""
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        if spec.get("hostNetwork") or status.get("phase") != "Running" or not _ready(pod):
+            continue
+        if status.get("podIP"):
+            return pod["metadata"]["name"], str(status["podIP"])
+    return None
+
+
+async def migration_progress(
+    client: AsyncClient, namespace: str, store: str, *, tls: bool, ca_cert: str | None
+) -> EmbedderMigrationStatus | None:
+    """The embedder migration one ready pod of the store's memory service reports (its
+    /readyz, read as `not_ready_reason` reads it), or None."""
+    found = ready_pod(await backups.service_pods(client, namespace, store))
+    if found is None:
+        return None
+    server_name = names.memory_dns_names(store, namespace)[2] if tls else None
+    answer = await _get_readyz(
+        found[1], names.SERVICE_PORT, server_name=server_name, ca_cert=ca_cert
+    )
+    if isinstance(answer, str) or answer[0] != 200:
+        return None
+    return migration_in(answer[1])
 
 
 async def not_ready_reason(

@@ -181,6 +181,9 @@ async def reconcile(body: dict[str, Any], reconciler: Reconciler) -> dict[str, A
     previous = (body.get("status") or {}).get("phase")
     if status.phase != previous:
         await _event(client, body, status)
+    event = _migration_event(body.get("status") or {}, status)
+    if event is not None:
+        await _post_event(client, body, *event, warning=event[0] == "MigrationAborted")
     if _newly_shared(body.get("status") or {}, status):
         shared = next(c for c in status.conditions if c.type == AGENT_PODS_ISOLATED)
         await _post_event(client, body, "SharedAgentPods", shared.message, warning=True)
@@ -328,9 +331,14 @@ async def _observe(
     service = workloads.get("Deployment")
     # Never a request to the tenant's URL: an external Qdrant is seen through the service,
     # whose pods say why they are not ready (readiness.py).
-    why_not_ready = None
+    why_not_ready = migration = None
     if service is not None and service.obj is not None and not workload_state(service)[0]:
         why_not_ready = await readiness.not_ready_reason(
+            client, owner.namespace, owner.name, tls=spec.tls.enabled, ca_cert=ca_cert
+        )
+    elif service is not None and service.obj is not None and spec.vector_store.postgres is None:
+        # the tiers that migrate an embedder report it on a ready pod's /readyz
+        migration = await readiness.migration_progress(
             client, owner.namespace, owner.name, tls=spec.tls.enabled, ca_cert=ca_cert
         )
     external = spec.vector_store.external
@@ -343,6 +351,7 @@ async def _observe(
         external_vector_store=external.url if external else None,
         service=service,
         service_not_ready=why_not_ready,
+        embedder_migration=migration,
         pending_claims=await apply.pending_claims(
             client, owner.namespace, names.store_selector(owner.name)
         ),
@@ -367,6 +376,21 @@ async def _shared_agent_pods(
     others = {name: other for name, other in specs.items() if other and name != owner.name}
     found = isolation.overlaps(owner.name, spec, others)
     return isolation.overlap_message(owner.name, found) if found else None
+
+
+def _migration_event(previous: dict[str, Any], status: MemoryStoreStatus) -> tuple[str, str] | None:
+    """(reason, message) of an embedder migration event the service reported since the last
+    status (one Event each: a resync that sees the same one posts nothing)."""
+    now = status.embedder_migration
+    if now is None or now.last_event is None:
+        return None
+    before = previous.get("embedderMigration") or {}
+    if (before.get("lastEvent"), before.get("lastEventTime")) == (
+        now.last_event,
+        now.last_event_time,
+    ):
+        return None
+    return now.last_event, now.last_event_message or ""
 
 
 def _newly_shared(previous: dict[str, Any], status: MemoryStoreStatus) -> bool:

@@ -8,14 +8,16 @@ a `ConditionReason` (documented in the CRD, so `kubectl explain` lists them all)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memorystore.spec import (
     Condition,
     ConditionReason,
     ConditionStatus,
+    EmbedderMigrationStatus,
     MemoryStoreStatus,
+    MigrationPhase,
     Phase,
     ServiceKeyStatus,
 )
@@ -33,6 +35,9 @@ AGENT_PODS_ISOLATED = "AgentPodsIsolated"
 BACKUP_READY = "BackupReady"
 # With spec.restore: whether the store was restored from its backup.
 RESTORED = "Restored"
+# Once the service reported an embedder migration: whether reads are served by the index of
+# spec.embedder alone (False while the new index is built; Ready does not depend on it).
+EMBEDDER_CURRENT = "EmbedderCurrent"
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,8 @@ class Observed:
     restore_from: str | None = None
     restore_waiting: tuple[ConditionReason, str] | None = None
     restore_failure: str | None = None
+    # what a ready pod's /readyz says of an embedder migration (readiness.migration_progress)
+    embedder_migration: EmbedderMigrationStatus | None = None
 
 
 DELETING_MESSAGE = (
@@ -239,6 +246,9 @@ def compute_status(observed: Observed, previous: MemoryStoreStatus, now: str) ->
         )
 
     conds = _backup_conditions(observed, conds, svc_ok, svc_reason, svc_msg, now)
+    migration = observed.embedder_migration or previous.embedder_migration
+    conds = _migration_condition(migration, conds, now, gen)
+    observed = replace(observed, embedder_migration=migration)
 
     if observed.suspended:
         conds = set_condition(
@@ -331,6 +341,42 @@ def _backup_conditions(
     return set_condition(conds, RESTORED, ConditionStatus.FALSE, reason, message, now, gen)
 
 
+def _migration_condition(
+    migration: EmbedderMigrationStatus | None, conds: list[Condition], now: str, gen: int
+) -> list[Condition]:
+    """EmbedderCurrent, from the last migration the service reported (absent before one)."""
+    if migration is None:
+        return conds
+    if migration.phase == MigrationPhase.BUILDING:
+        share = ""
+        if migration.total:
+            share = f" ({100 * (migration.done or 0) // migration.total} %)"
+        progress = f"{migration.done or 0}/{migration.total or 0} memories{share}"
+        if migration.rate_per_second:
+            progress += f", {migration.rate_per_second}/s"
+        if migration.eta_seconds is not None:
+            progress += f", about {migration.eta_seconds} s left"
+        message = (
+            f"building the {migration.other} index beside {migration.live}: {progress}; "
+            f"reads are served by {migration.live} meanwhile"
+        )
+        return set_condition(
+            conds, EMBEDDER_CURRENT, ConditionStatus.FALSE, R.MIGRATING, message, now, gen
+        )
+    if migration.phase == MigrationPhase.SWITCHED:
+        message = (
+            f"reads are served by {migration.live}; {migration.other} is kept until the grace "
+            "period ends (setting the old embedder back moves reads back at once)"
+        )
+        return set_condition(
+            conds, EMBEDDER_CURRENT, ConditionStatus.TRUE, R.MIGRATION_SWITCHED, message, now, gen
+        )
+    message = f"reads are served by {migration.live}"
+    return set_condition(
+        conds, EMBEDDER_CURRENT, ConditionStatus.TRUE, R.EMBEDDER_CURRENT, message, now, gen
+    )
+
+
 def restored(previous: MemoryStoreStatus) -> bool:
     """The store already reported Restored=True (its restore is done)."""
     return any(c.type == RESTORED and c.status == ConditionStatus.TRUE for c in previous.conditions)
@@ -345,6 +391,7 @@ def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryS
         AGENT_PODS_ISOLATED: 4,
         BACKUP_READY: 5,
         RESTORED: 6,
+        EMBEDDER_CURRENT: 7,
     }
     return MemoryStoreStatus(
         observed_generation=observed.generation,
@@ -355,4 +402,5 @@ def _status(observed: Observed, conds: list[Condition], phase: Phase) -> MemoryS
         client_secret=observed.client_secret,
         agent_pod_label=observed.agent_pod_label,
         service_key=observed.service_key,
+        embedder_migration=observed.embedder_migration,
     )

@@ -82,10 +82,12 @@ class EmbedderSettings(Model):
 
     provider: EmbedderProvider = Field(DEFAULT_EMBEDDER, description="Embedding provider.")
     model: str | None = Field(
-        None, description="Model name for remote providers (e.g. text-embedding-3-small)."
+        None,
+        max_length=256,
+        description="Model name for remote providers (e.g. text-embedding-3-small).",
     )
     base_url: str | None = Field(
-        None, description="Endpoint for OpenAI-compatible or Ollama providers."
+        None, max_length=2048, description="Endpoint for OpenAI-compatible or Ollama providers."
     )
     dimensions: int | None = Field(
         None,

@@ -15,7 +15,9 @@ __all__ = [
     "Condition",
     "ConditionReason",
     "ConditionStatus",
+    "EmbedderMigrationStatus",
     "MemoryStoreStatus",
+    "MigrationPhase",
     "Phase",
     "ServiceKeyStatus",
 ]
@@ -57,6 +59,9 @@ class ConditionReason(StrEnum):
     RESTORING = "Restoring"
     RESTORE_FAILED = "RestoreFailed"
     RESTORED = "Restored"
+    EMBEDDER_CURRENT = "EmbedderCurrent"
+    MIGRATING = "Migrating"
+    MIGRATION_SWITCHED = "MigrationSwitched"
 
 
 # One line per reason: what it means and, where something is wrong, what to do. The
@@ -116,6 +121,14 @@ CONDITION_REASONS: dict[ConditionReason, str] = {
     "is its termination message (a corrupt or mismatched backup, or a non-empty store)",
     ConditionReason.RESTORED: "Restored: the store was restored from spec.restore.fromBackup "
     "and its service is ready",
+    ConditionReason.EMBEDDER_CURRENT: "EmbedderCurrent: reads are served by the index of "
+    "spec.embedder, and no other index is kept",
+    ConditionReason.MIGRATING: "EmbedderCurrent: after a change of spec.embedder the memory "
+    "service builds the new index beside the live one (status.embedderMigration shows how "
+    "far); the store serves from the old one meanwhile (Ready is not affected)",
+    ConditionReason.MIGRATION_SWITCHED: "EmbedderCurrent: reads moved to the new index; the "
+    "old one is kept for spec.embedder.migration.gracePeriodSeconds, so setting the old "
+    "embedder back moves reads back at once",
 }
 
 
@@ -129,7 +142,8 @@ class Condition(Model):
 
     type: str = Field(
         description="Ready, SpecValid, VectorStoreReady, ServiceReady, AgentPodsIsolated, "
-        "BackupReady (with spec.backup) or Restored (with spec.restore)."
+        "BackupReady (with spec.backup), Restored (with spec.restore) or EmbedderCurrent "
+        "(once the memory service has reported an embedder migration)."
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     # A plain string in the schema, not an enum: a status written by another operator
@@ -138,6 +152,39 @@ class Condition(Model):
     message: str = Field("", description="What is wrong and what to do, for people.")
     last_transition_time: str = Field(description="When status last changed (RFC 3339).")
     observed_generation: int | None = Field(None, description="Generation it describes.")
+
+
+class MigrationPhase(StrEnum):
+    BUILDING = "Building"
+    SWITCHED = "Switched"
+    STEADY = "Steady"
+
+
+class EmbedderMigrationStatus(Model):
+    """An embedder migration as the memory service reports it (its /readyz), bounded."""
+
+    phase: MigrationPhase = Field(
+        description="Building (the new index being filled), Switched (reads on the new index, "
+        "the old kept for a revert) or Steady (done)."
+    )
+    live: str = Field(max_length=200, description="The index reads are served by.")
+    desired: str = Field(max_length=200, description="The index spec.embedder asks for.")
+    other: str | None = Field(
+        None, max_length=200, description="The index being built, or kept for a revert."
+    )
+    done: int | None = Field(None, ge=0, description="Memories in the new index.")
+    total: int | None = Field(None, ge=0, description="Memories in the live index.")
+    rate_per_second: float | None = Field(
+        None, ge=0, description="Memories re-embedded per second."
+    )
+    eta_seconds: int | None = Field(None, ge=0, description="Seconds left, at that rate.")
+    errors: int | None = Field(None, ge=0, description="Memories that could not be embedded.")
+    last_error: str | None = Field(None, max_length=300, description="The last of them.")
+    last_event: str | None = Field(
+        None, max_length=40, description="The migration's last event (its reason)."
+    )
+    last_event_message: str | None = Field(None, max_length=300, description="What it said.")
+    last_event_time: str | None = Field(None, max_length=40, description="When (RFC 3339).")
 
 
 class Phase(StrEnum):
@@ -177,4 +224,9 @@ class MemoryStoreStatus(Model):
     )
     agent_pod_label: str | None = Field(
         None, description="The label (key=value) an agent pod carries to reach the service."
+    )
+    embedder_migration: EmbedderMigrationStatus | None = Field(
+        None,
+        description="The last embedder migration the memory service reported "
+        "(docs/operations/embedder-migration.md).",
     )

