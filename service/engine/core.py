@@ -359,6 +359,11 @@ class MemoryEngine:
         """The write lock of the scope a stored memory belongs to (re-indexing holds it)."""
         return self._locks.hold(_owner_lock(payload))
 
+    def locks_for(self, payloads: Sequence[dict[str, Any]]) -> AbstractAsyncContextManager[None]:
+        """The write locks of every scope these stored memories belong to, taken at once
+        (an embedder migration copies a page under them)."""
+        return self._locks.hold_many([_owner_lock(payload) for payload in payloads])
+
     def writes_paused(self) -> AbstractAsyncContextManager[None]:
         """No write runs while this is held (a backup's snapshot); reads go on."""
         return self._locks.exclusive()

