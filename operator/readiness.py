@@ -180,25 +180,38 @@ def migration_in(body: bytes) -> EmbedderMigrationStatus | None:
             value = _printable(value)[:200]
         if value is not None:
             fields[field] = value
-    event = reported.get("lastEvent")
-    if isinstance(event, dict):
-        reason, message, when = event.get("reason"), event.get("message"), event.get("time")
-        if isinstance(reason, str) and reason in MIGRATION_EVENTS:
-            fields["last_event"] = reason
-            fields["last_event_message"] = _printable(str(message or ""))
-            if isinstance(when, int | float) and not isinstance(when, bool):
-                try:
-                    stamp = dt.datetime.fromtimestamp(float(when), dt.UTC)
-                except (OverflowError, OSError, ValueError):
-                    stamp = None
-                if stamp is not None:
-                    fields["last_event_time"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    listed = reported.get("events")
+    events = [_event(e) for e in listed[-10:]] if isinstance(listed, list) else []
+    events = [e for e in events if e is not None]
+    last = _event(reported.get("lastEvent"))
+    if last is not None:
+        fields["last_event"] = last["reason"]
+        fields["last_event_message"] = last["message"]
+        fields["last_event_time"] = last["time"]
+    fields["recent_events"] = events
     if isinstance(fields.get("rate_per_second"), int | float):
         fields["rate_per_second"] = round(float(fields["rate_per_second"]), 1)
     try:
         return EmbedderMigrationStatus.model_validate(fields, strict=False)
     except ValidationError:
         return None
+
+
+def _event(event: Any) -> dict[str, str] | None:
+    """One event a pod reported, if it is one of the service's, with a time; else None."""
+    if not isinstance(event, dict):
+        return None
+    reason, message, when = event.get("reason"), event.get("message"), event.get("time")
+    if not isinstance(reason, str) or reason not in MIGRATION_EVENTS:
+        return None
+    if not isinstance(when, int | float) or isinstance(when, bool):
+        return None
+    try:
+        stamp = dt.datetime.fromtimestamp(float(when), dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    text = _printable(str(message or ""))
+    return {"reason": reason, "message": text, "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
 
 
 # what the service names its migration events (service/migration/migrator.py)

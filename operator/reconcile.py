@@ -181,9 +181,8 @@ async def reconcile(body: dict[str, Any], reconciler: Reconciler) -> dict[str, A
     previous = (body.get("status") or {}).get("phase")
     if status.phase != previous:
         await _event(client, body, status)
-    event = _migration_event(body.get("status") or {}, status)
-    if event is not None:
-        await _post_event(client, body, *event, warning=event[0] == "MigrationAborted")
+    for reason, message in _migration_events(body.get("status") or {}, status):
+        await _post_event(client, body, reason, message, warning=reason == "MigrationAborted")
     if _newly_shared(body.get("status") or {}, status):
         shared = next(c for c in status.conditions if c.type == AGENT_PODS_ISOLATED)
         await _post_event(client, body, "SharedAgentPods", shared.message, warning=True)
@@ -336,8 +335,8 @@ async def _observe(
         why_not_ready = await readiness.not_ready_reason(
             client, owner.namespace, owner.name, tls=spec.tls.enabled, ca_cert=ca_cert
         )
-    elif service is not None and service.obj is not None and spec.vector_store.postgres is None:
-        # the tiers that migrate an embedder report it on a ready pod's /readyz
+    elif service is not None and service.obj is not None:
+        # an embedder migration, as a ready pod's /readyz reports it
         migration = await readiness.migration_progress(
             client, owner.namespace, owner.name, tls=spec.tls.enabled, ca_cert=ca_cert
         )
@@ -378,19 +377,15 @@ async def _shared_agent_pods(
     return isolation.overlap_message(owner.name, found) if found else None
 
 
-def _migration_event(previous: dict[str, Any], status: MemoryStoreStatus) -> tuple[str, str] | None:
-    """(reason, message) of an embedder migration event the service reported since the last
-    status (one Event each: a resync that sees the same one posts nothing)."""
+def _migration_events(previous: dict[str, Any], status: MemoryStoreStatus) -> list[tuple[str, str]]:
+    """(reason, message) of each embedder migration event the service listed that is newer
+    than the last one the status recorded (one Event each: a resync that sees the same ones
+    posts nothing; a migration done between two looks still posts every step)."""
     now = status.embedder_migration
-    if now is None or now.last_event is None:
-        return None
-    before = previous.get("embedderMigration") or {}
-    if (before.get("lastEvent"), before.get("lastEventTime")) == (
-        now.last_event,
-        now.last_event_time,
-    ):
-        return None
-    return now.last_event, now.last_event_message or ""
+    if now is None:
+        return []
+    seen = str((previous.get("embedderMigration") or {}).get("lastEventTime") or "")
+    return [(e.reason, e.message) for e in now.recent_events if e.time > seen]
 
 
 def _newly_shared(previous: dict[str, Any], status: MemoryStoreStatus) -> bool:

@@ -157,7 +157,8 @@ async def _prepare(
 
 async def _maintain(engine: MemoryEngine, reindexer: Reindexer, stale: int | None = None) -> None:
     """Once the store is ready: re-index what is stale, then carry out an embedder
-    migration (it runs to its end, grace period included)."""
+    migration (it runs to its end, grace period included; replicas sharing the record
+    follow it, and offer to carry one out, for as long as they run)."""
     await reindex_stale(reindexer, stale)
-    if engine.migration is not None and engine.migration.pending():
+    if engine.migration.records.shared or engine.migration.pending():
         await migrate(engine.migration, engine)

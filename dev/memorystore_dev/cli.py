@@ -123,22 +123,16 @@ def _bench_consistency(args: argparse.Namespace) -> int:
 
 def _bench_backup(args: argparse.Namespace) -> int:
     from memorystore_dev.bench.backup import run_backup_bench
+    from memorystore_dev.bench.sizes import parse_sizes
 
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s]
-    except ValueError:
-        sizes = []
-    return run_backup_bench(sizes, as_json=args.json)
+    return run_backup_bench(parse_sizes(args.sizes), as_json=args.json)
 
 
 def _bench_migrate(args: argparse.Namespace) -> int:
     from memorystore_dev.bench.migrate import run_migrate_bench
+    from memorystore_dev.bench.sizes import parse_sizes
 
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s]
-    except ValueError:
-        sizes = []
-    return run_migrate_bench(sizes, as_json=args.json)
+    return run_migrate_bench(parse_sizes(args.sizes), as_json=args.json)
 
 
 def _bench_pg_lexical(args: argparse.Namespace) -> int:

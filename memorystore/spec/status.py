@@ -7,6 +7,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
 from memorystore.spec.base import Model
 
@@ -17,6 +18,7 @@ __all__ = [
     "ConditionStatus",
     "EmbedderMigrationStatus",
     "MemoryStoreStatus",
+    "MigrationEvent",
     "MigrationPhase",
     "Phase",
     "ServiceKeyStatus",
@@ -160,6 +162,12 @@ class MigrationPhase(StrEnum):
     STEADY = "Steady"
 
 
+class MigrationEvent(Model):
+    reason: str = Field(max_length=40)
+    message: str = Field("", max_length=300)
+    time: str = Field(max_length=40)
+
+
 class EmbedderMigrationStatus(Model):
     """An embedder migration as the memory service reports it (its /readyz), bounded."""
 
@@ -185,6 +193,11 @@ class EmbedderMigrationStatus(Model):
     )
     last_event_message: str | None = Field(None, max_length=300, description="What it said.")
     last_event_time: str | None = Field(None, max_length=40, description="When (RFC 3339).")
+    # the events a pod listed, oldest first: posted as Kubernetes Events by the operator,
+    # never written into the status (excluded from it and from the CRD's schema)
+    recent_events: SkipJsonSchema[list[MigrationEvent]] = Field(
+        default_factory=list, exclude=True, max_length=10
+    )
 
 
 class Phase(StrEnum):

@@ -46,7 +46,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     if progress is not None:
         body["reindex"] = progress.as_dict()
     migration = services.engine.migration
-    if migration is not None and (migration.pending() or migration.events):
+    if migration.pending() or migration.events:
         body["embedderMigration"] = migration.status()
     return JSONResponse(body)
 

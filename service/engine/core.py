@@ -56,6 +56,7 @@ from memorystore.service.engine.writes import (
     passage_vectors,
 )
 from memorystore.service.lifecycle.retirement import RETIRED_KEYS, active_only
+from memorystore.service.migration import record as migration_records
 from memorystore.service.migration.migrator import EmbedderMigration
 from memorystore.service.ops.stages import stage
 from memorystore.service.retrieval.cues import cue_bonuses, without_speakers
@@ -135,11 +136,13 @@ class MemoryEngine:
         owned = (self.database, vectors)
         self._databases = list({id(d): d for d in owned if d is not None}.values())
         # the store's indexes: the live one may have been made by another embedder than the
-        # configured one (a migration, service/migration/); PostgreSQL's vectors keep one
-        self.migration: EmbedderMigration | None = None
+        # configured one (a migration, service/migration/). With the state in PostgreSQL the
+        # record is shared by the replicas and read once the database answers (`prepare`):
+        # until then mem0 is built for the configured embedder, and touches nothing.
+        shared = None if self.database is None else migration_records.PgRecords(self.database)
+        self.migration = EmbedderMigration(cfg, lambda c: mem0_config(c, vectors), shared)
         live_cfg = cfg
-        if cfg.vector_store.postgres is None:
-            self.migration = EmbedderMigration(cfg, lambda c: mem0_config(c, vectors))
+        if shared is None:
             live_cfg = self.migration.config_for(self.migration.record.state.live)
         self.memory = AsyncMemory(mem0_config(live_cfg, vectors))
         self.infer_available = cfg.llm is not None
@@ -190,7 +193,7 @@ class MemoryEngine:
         self._fused_search = retrieval.hybrid or any(w > 0 for w in weights)
         self.index_version = self._version_of(live_cfg.embedder.index_name())
         self._writes = WritePipeline(cfg, self.memory, self._locks, self._chain, self.index_version)
-        if self.migration is not None:
+        if not self.migration.records.shared:
             self.migration.attach(self.memory, self._version_of)
 
     def _version_of(self, index: str) -> str:
@@ -206,7 +209,7 @@ class MemoryEngine:
     def live_embedder(self) -> EmbedderSettings:
         """The embedder of the index reads are served by (during a migration, not
         necessarily the configured one): backups record it."""
-        if self.migration is None or self.migration.store is None:
+        if self.migration.store is None:
             return self.cfg.embedder
         return self.migration.store.live().settings
 
@@ -531,9 +534,11 @@ class MemoryEngine:
                 *pg_history.MIGRATIONS,
                 *scope_chain.MIGRATIONS,
                 *erasure_ledger.MIGRATIONS,
+                *migration_records.MIGRATIONS,
                 *migrations,
             ]
             applied = self.database.migrate(steps)
+            self.migration.open_shared(self.memory, self._version_of)
         self.store.create_col()
         if ready:
             self.not_ready = None
@@ -565,7 +570,7 @@ class MemoryEngine:
         """The embedded engine's open stores (memories, and entity links once mem0 opened
         them): the ones whose HNSW graph the service builds itself (stores/graph_builds.py)."""
         stores: list[Any] = [self.store, opened_entity_store(self.memory)]
-        if self.migration is not None and self.migration.store is not None:
+        if self.migration.store is not None:
             stores[:1] = [index.store for index in self.migration.store.indexes.values()]
         return [store for store in stores if isinstance(store, EdgeVectorStore)]
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memorystore.config import ServiceConfig
@@ -44,7 +46,13 @@ __all__ = ["EmbedderMigration", "Progress", "migrate"]
 
 log = logging.getLogger("memorystore.service.migration")
 
-DRAIN_SECONDS = 1.0  # between routing reads away from an index and deleting it
+DRAIN_SECONDS = 1.0
+RECENT_EVENTS = 5  # events /readyz lists (the operator posts each it has not seen)
+FOLLOW_S = 1.0  # how often a replica reads a shared record
+LEAD_S = 5.0  # how often a replica offers to carry a pending migration out
+LEAD_LOCK = "embedder-migration"
+ACK_WINDOW_S = 30.0  # a replica not heard of for this long is not waited for
+ACK_TIMEOUT_S = 60.0  # between routing reads away from an index and deleting it
 BACKFILL_PASSES = 5  # passes before a back-fill that never catches up waits for the next run
 
 
@@ -74,15 +82,19 @@ class EmbedderMigration:
         self,
         cfg: ServiceConfig,
         build: Callable[[ServiceConfig], MemoryConfig],
-        path: Path | None = None,
+        store_records: records.Records | None = None,
     ) -> None:
         self.cfg = cfg
         self._build = build  # mem0's config of a service config (mem0_config, with its DB)
-        self.path = path or cfg.path_in_data_dir(None, records.RECORD_FILE)
-        found = records.load(self.path)
-        self.record = found or records.MigrationRecord.new(cfg.embedder)
-        if found is None:
-            records.save(self.path, self.record)
+        self.records = store_records or records.FileRecords(
+            cfg.path_in_data_dir(None, records.RECORD_FILE)
+        )
+        # a shared record is read once the database answers (`open_shared`); until then
+        # the configured embedder stands in and nothing is routed
+        self.record = records.MigrationRecord.new(cfg.embedder)
+        self.loaded = False
+        if not self.records.shared:
+            self._load()
         self.desired = cfg.embedder.index_name()
         self.settings = cfg.embedder.migration
         self.events: list[tuple[float, str, str]] = []  # (time, reason, message)
@@ -90,6 +102,31 @@ class EmbedderMigration:
         self.store: RoutedStore | None = None
         self.memory: AsyncMemory | None = None
         self.running = False
+        self.replica = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.started = time.time()
+
+    def _load(self) -> None:
+        if isinstance(self.records, records.PgRecords):
+            self.record = self.records.create_if_absent(self.record)
+        else:
+            found = self.records.load()
+            if found is None:
+                self.records.save(self.record)
+            else:
+                self.record = found
+        self.loaded = True
+
+    def open_shared(self, memory: AsyncMemory, version_of: Callable[[str], str]) -> None:
+        """Read the shared record and route `memory` by it (the engine's prepare, once the
+        database answers); again is a no-op."""
+        if self.store is not None:
+            return
+        self._load()
+        assert isinstance(self.records, records.PgRecords)
+        self.records.ask(self.desired, self.started)
+        self.record = self.records.load() or self.record
+        live = self.record.state.live
+        self.attach(memory, version_of, reuse_live=self.config_for(live) == self.cfg)
 
     # --- opening --------------------------------------------------------------------------
 
@@ -118,34 +155,39 @@ class EmbedderMigration:
     def _known(self, name: str) -> records.IndexRecord:
         index = self.record.indexes.get(name) or self.record.pending_drops.get(name)
         if index is None:
-            raise ValueError(f"{self.path}: no embedder is recorded for index {name!r}")
+            raise ValueError(f"the migration record names no embedder for index {name!r}")
         return index
 
     def live_config(self) -> MemoryConfig:
         """mem0's config for the live index (what AsyncMemory is built from)."""
         return self._build(self.config_for(self.record.state.live))
 
-    def attach(self, memory: AsyncMemory, version_of: Callable[[str], str]) -> RoutedStore:
+    def attach(
+        self, memory: AsyncMemory, version_of: Callable[[str], str], reuse_live: bool = True
+    ) -> RoutedStore:
         """Route `memory`'s store and embedder through the indexes the record names (the
-        live one is the store mem0 built; the other is opened here)."""
+        live one is the store mem0 built, with `reuse_live`; the others are opened here)."""
         from memorystore.service.engine import mem0_seam
 
         state = self.record.state
-        indexes = {
-            state.live: Index(
+        self._version_of = version_of
+        if reuse_live:
+            live = Index(
                 state.live,
                 self._known(state.live).settings(),
                 memory.vector_store,
                 memory.embedding_model,
                 version_of(state.live),
             )
-        }
+        else:
+            live = self._open(state.live, version_of)
+            mem0_seam.use_entity_index(memory, self._build(self.config_for(state.live)))
+        indexes = {state.live: live}
         if state.other is not None:
             indexes[state.other] = self._open(state.other, version_of)
         store = RoutedStore(indexes, state, self.cfg.retrieval)
         mem0_seam.use_index(memory, store, RoutedEmbedder(store))
         self.store, self.memory = store, memory
-        self._version_of = version_of
         return store
 
     def _open(self, name: str, version_of: Callable[[str], str]) -> Index:
@@ -162,19 +204,26 @@ class EmbedderMigration:
             store, _ = mem0_seam.build_index(self._build(self.config_for(name)))
             store.delete_col()
             del self.record.pending_drops[name]
-            records.save(self.path, self.record)
+            self.records.save(self.record)
             log.info("embedder migration: the %s index is dropped", name)
 
     # --- running --------------------------------------------------------------------------
 
     def pending(self) -> bool:
         """Whether there is anything to do (a migration, a grace period, a drop)."""
+        if not self.loaded:
+            return False
         state = self.record.state
         return (
             bool(self.record.pending_drops)
             or state.phase is not Phase.STEADY
-            or (state.live != self.desired)
+            or (state.live != self.wanted)
         )
+
+    @property
+    def wanted(self) -> str:
+        """The index asked for: this config's, or with a shared record the newest replica's."""
+        return self.record.asked or self.desired
 
     async def run(self, engine: MemoryEngine) -> None:
         """Carry the migration through to the end (steady on the configured embedder)."""
@@ -187,7 +236,7 @@ class EmbedderMigration:
             while True:
                 state = self.record.state
                 grace = float(self.settings.grace_period_seconds)
-                step = decide(state, self.desired, time.time(), grace, built)
+                step = decide(state, self.wanted, time.time(), grace, built)
                 if step.state == state and not step.actions:
                     if state.phase is Phase.STEADY:
                         return
@@ -227,13 +276,14 @@ class EmbedderMigration:
                 for name in drops:
                     self.record.pending_drops[name] = self.record.indexes.pop(name)
                 self.record.state = after
-                await asyncio.to_thread(records.save, self.path, self.record)
+                await asyncio.to_thread(self.records.save, self.record)
                 opened = self.store.indexes
                 dropped = [opened[n] for n in drops if n in opened]
                 indexes = {n: i for n, i in opened.items() if n not in drops}
                 for name in created:
                     indexes[name] = await asyncio.to_thread(self._open, name, self._version_of)
                 self.store.route(after, indexes)
+                await self._acknowledge()
                 if switched:
                     from memorystore.service.engine import mem0_seam
 
@@ -243,10 +293,12 @@ class EmbedderMigration:
                     )
             if dropped:  # reads that embedded for it a moment ago finish first
                 await asyncio.sleep(DRAIN_SECONDS)
+            await self._wait_for_replicas(after)  # none writes to a dropped index, or
+            # writes only to the live one while the new index is back-filled
             for index in dropped:
                 await asyncio.to_thread(index.store.delete_col)
                 self.record.pending_drops.pop(index.name, None)
-                await asyncio.to_thread(records.save, self.path, self.record)
+                await asyncio.to_thread(self.records.save, self.record)
                 log.info("embedder migration: the %s index is dropped", index.name)
             if event is not None:  # after the drops: a Finished store has one index
                 self._report(event, before, after)
@@ -376,7 +428,92 @@ class EmbedderMigration:
         index = self.record.indexes.get(name)
         if index is not None:
             index.done, index.total = progress.done, progress.total
-            records.save(self.path, self.record)
+            self.records.save(self.record)
+
+    # --- replicas sharing the record (PostgreSQL) ----------------------------------------
+
+    async def _acknowledge(self) -> None:
+        """Say which state this replica routes by (a shared record's other readers wait)."""
+        if isinstance(self.records, records.PgRecords) and self.store is not None:
+            await asyncio.to_thread(self.records.acknowledge, self.replica, self.store.state)
+
+    async def _wait_for_replicas(self, state: State) -> None:
+        """Until every replica seen lately routes by `state` (or ACK_TIMEOUT_S: a replica
+        that stopped answering is no longer seen after ACK_WINDOW_S)."""
+        if not isinstance(self.records, records.PgRecords):
+            return
+        deadline = time.monotonic() + ACK_TIMEOUT_S
+        while True:
+            lagging = await asyncio.to_thread(self.records.lagging, state, ACK_WINDOW_S)
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                log.warning("embedder migration: replicas %s did not follow; going on", lagging)
+                return
+            await asyncio.sleep(0.2)
+
+    async def follow(self, every: float = FOLLOW_S) -> None:
+        """On every replica of a shared record: route by the state the replica carrying the
+        migration out records, and acknowledge it (forever; its task is cancelled at
+        shutdown)."""
+        while True:
+            try:
+                if not self.running:
+                    found = await asyncio.to_thread(self.records.load)
+                    if found is not None and self.store is not None:
+                        if found.state != self.store.state:
+                            await self._apply(found)
+                        self.record = found
+                await self._acknowledge()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("embedder migration: the record could not be followed")
+            await asyncio.sleep(every)
+
+    async def _apply(self, found: records.MigrationRecord) -> None:
+        """Route by another replica's state: its indexes opened, the ones it left closed."""
+        from memorystore.service.engine import mem0_seam
+
+        assert self.store is not None and self.memory is not None
+        before = self.store.state
+        opened = self.store.indexes
+        self.record = found
+        indexes: dict[str, Index] = {}
+        for name in found.state.writes:
+            index = opened.get(name)
+            if index is None:
+                index = await asyncio.to_thread(self._open, name, self._version_of)
+            indexes[name] = index
+        self.store.route(found.state, indexes)
+        if found.state.live != before.live:
+            mem0_seam.use_entity_index(self.memory, self._build(self.config_for(found.state.live)))
+        for name, index in opened.items():
+            if name not in indexes:
+                await asyncio.to_thread(index.store.close)
+        log.info("embedder migration: following %s", found.state)
+
+    async def lead(self, engine: MemoryEngine, database: Any) -> None:
+        """On every replica of a shared record: carry the migration out whenever there is
+        one and no other replica does (PostgreSQL's advisory lock says which), forever."""
+        while True:
+            try:
+                if self.pending() and self.wanted == self.desired:  # never an older config
+                    async with database.try_advisory(LEAD_LOCK) as held:
+                        if held:
+                            found = await asyncio.to_thread(self.records.load)
+                            if found is not None and self.store is not None:
+                                if found.state != self.store.state:
+                                    await self._apply(found)
+                                self.record = found
+                            if self.wanted == self.desired:
+                                await self.run(engine)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.record.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                log.exception("embedder migration stopped; another try in %.0f s", LEAD_S)
+            await asyncio.sleep(LEAD_S)
 
     # --- what status shows ----------------------------------------------------------------
 
@@ -407,8 +544,11 @@ class EmbedderMigration:
         if self.store is not None and self.store.write_errors:
             body["writeErrors"] = self.store.write_errors
         if self.events:
-            when, reason, message = self.events[-1]
-            body["lastEvent"] = {"reason": reason, "message": message, "time": when}
+            recent = [
+                {"reason": reason, "message": message, "time": when}
+                for when, reason, message in self.events[-RECENT_EVENTS:]
+            ]
+            body["lastEvent"], body["events"] = recent[-1], recent
         return body
 
 
@@ -417,7 +557,16 @@ RETRY_SECONDS = 30.0
 
 async def migrate(migration: EmbedderMigration, engine: MemoryEngine) -> None:
     """Run the migration in the service, retrying after a failure (a provider that does not
-    answer): what was copied stays copied, and reads stay on a complete index meanwhile."""
+    answer): what was copied stays copied, and reads stay on a complete index meanwhile.
+    With a shared record, every replica follows it and offers to lead, for as long as the
+    service runs."""
+    if migration.records.shared:
+        follower = asyncio.create_task(migration.follow())
+        try:
+            await migration.lead(engine, engine.database)
+        finally:
+            follower.cancel()
+        return
     while True:
         try:
             await migration.run(engine)

@@ -7,6 +7,11 @@ is kept beside the store's other state (a JSON file in the data directory, repla
 atomically), written before the service acts on a step: a crash leaves either the old
 record with nothing done, or the new one with its actions to redo (each is idempotent).
 
+With PostgreSQL the record is a row of the store's database instead, which every replica
+reads (`PgRecords`), beside one row per replica saying which state it routes by (its
+acknowledgement, `acknowledge`): the replica that carries the migration out waits for every
+live replica to route by a new state before it acts on it.
+
 A store that has no record yet (made before migrations existed, or new) gets one naming
 the configured embedder as live: until now a store's embedder could not change.
 """
@@ -18,12 +23,24 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memorystore.service.migration.state import Phase, State
+from memorystore.service.state import postgres
 from memorystore.spec import EmbedderSettings
 
-__all__ = ["RECORD_FILE", "IndexRecord", "MigrationRecord", "collection_of", "load", "save"]
+__all__ = [
+    "MIGRATIONS",
+    "RECORD_FILE",
+    "FileRecords",
+    "IndexRecord",
+    "MigrationRecord",
+    "PgRecords",
+    "Records",
+    "collection_of",
+    "load",
+    "save",
+]
 
 RECORD_FILE = "embedder-migration.json"
 # what of an embedder's settings the record keeps: what makes its vectors (never a secret)
@@ -60,6 +77,9 @@ class MigrationRecord:
     pending_drops: dict[str, IndexRecord] = field(default_factory=dict)
     errors: int = 0  # memories a back-fill could not embed (retried on the next pass)
     last_error: str | None = None
+    # shared records: the embedder the most recently started replica is configured with (a
+    # replica still running an older config during a rollout must not act on its own)
+    asked: str | None = None
 
     @classmethod
     def new(cls, embedder: EmbedderSettings) -> MigrationRecord:
@@ -67,11 +87,9 @@ class MigrationRecord:
         return cls(State(name), name, {name: IndexRecord(kept_settings(embedder))})
 
     def as_json(self) -> dict[str, Any]:
-        state = asdict(self.state)
-        state["phase"] = str(self.state.phase)
         return {
             "version": 1,
-            "state": state,
+            "state": state_json(self.state),
             "origin": self.origin,
             "indexes": {name: asdict(index) for name, index in self.indexes.items()},
             "pending_drops": {name: asdict(i) for name, i in self.pending_drops.items()},
@@ -140,3 +158,125 @@ def save(path: Path, record: MigrationRecord) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+class Records(Protocol):
+    """Where a store's migration record lives."""
+
+    shared: bool  # read by several replicas (which then acknowledge each state)
+
+    def load(self) -> MigrationRecord | None: ...
+
+    def save(self, record: MigrationRecord) -> None: ...
+
+
+class FileRecords:
+    """The record as a file in the data directory (one process owns the store)."""
+
+    shared = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> MigrationRecord | None:
+        return load(self.path)
+
+    def save(self, record: MigrationRecord) -> None:
+        save(self.path, record)
+
+
+MIGRATIONS: list[postgres.Migration] = [
+    postgres.Migration(
+        "embedder_migration",
+        1,
+        "embedder migration record and replica acknowledgements",
+        """
+CREATE TABLE memorystore_embedder_migration (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    record jsonb NOT NULL,
+    asked text,
+    asked_at double precision
+);
+CREATE TABLE memorystore_embedder_migration_acks (
+    replica text PRIMARY KEY,
+    state jsonb NOT NULL,
+    seen timestamptz NOT NULL DEFAULT now()
+);
+""",
+    )
+]
+
+
+class PgRecords:
+    """The record as the one row of a table in the store's database (replicas share it)."""
+
+    shared = True
+
+    def __init__(self, database: postgres.Database) -> None:
+        self.database = database
+
+    def load(self) -> MigrationRecord | None:
+        rows = self.database.execute("SELECT record, asked FROM memorystore_embedder_migration")
+        if not rows:
+            return None
+        data, asked = rows[0]
+        if not isinstance(data, dict):
+            raise ValueError("memorystore_embedder_migration: not an embedder migration record")
+        record = MigrationRecord.from_json(data, "memorystore_embedder_migration")
+        record.asked = asked
+        return record
+
+    def ask(self, index: str, started: float) -> None:
+        """Record `index` as the one asked for, unless a replica started later asked first."""
+        self.database.execute(
+            "UPDATE memorystore_embedder_migration SET asked = %s, asked_at = %s "
+            "WHERE id = 1 AND (asked_at IS NULL OR asked_at <= %s)",
+            (index, started, started),
+        )
+
+    def save(self, record: MigrationRecord) -> None:
+        self.database.execute(
+            "INSERT INTO memorystore_embedder_migration (id, record) VALUES (1, %s::jsonb) "
+            "ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+            (json.dumps(record.as_json()),),
+        )
+
+    def create_if_absent(self, record: MigrationRecord) -> MigrationRecord:
+        """The stored record, or `record` stored (replicas starting together agree)."""
+        self.database.execute(
+            "INSERT INTO memorystore_embedder_migration (id, record) VALUES (1, %s::jsonb) "
+            "ON CONFLICT (id) DO NOTHING",
+            (json.dumps(record.as_json()),),
+        )
+        found = self.load()
+        assert found is not None
+        return found
+
+    def acknowledge(self, replica: str, state: State) -> None:
+        self.database.execute(
+            "INSERT INTO memorystore_embedder_migration_acks (replica, state, seen) "
+            "VALUES (%s, %s::jsonb, now()) ON CONFLICT (replica) DO UPDATE "
+            "SET state = excluded.state, seen = now()",
+            (replica, json.dumps(state_json(state))),
+        )
+
+    def lagging(self, state: State, within_s: float) -> list[str]:
+        """The replicas seen within `within_s` that do not route by `state` yet."""
+        rows = self.database.execute(
+            "SELECT replica, state FROM memorystore_embedder_migration_acks "
+            "WHERE seen > now() - make_interval(secs => %s)",
+            (within_s,),
+        )
+        wanted = state_json(state)
+        return [str(replica) for replica, seen in rows if seen != wanted]
+
+    def forget(self, replica: str) -> None:
+        self.database.execute(
+            "DELETE FROM memorystore_embedder_migration_acks WHERE replica = %s", (replica,)
+        )
+
+
+def state_json(state: State) -> dict[str, Any]:
+    data = asdict(state)
+    data["phase"] = str(state.phase)
+    return data

@@ -303,6 +303,27 @@ class Database:
         return applied
 
     @asynccontextmanager
+    async def try_advisory(self, name: str) -> AsyncIterator[bool]:
+        """The session advisory lock `name` if it is free now (True while the body runs),
+        else False at once: a role one replica holds (the embedder migration's) for as long
+        as it lives; if it dies, PostgreSQL drops the connection and the lock with it."""
+        key = lock_id(name)
+        await self.open_async()
+        async with self.lock_pool.connection() as connection:
+            row = await (
+                await connection.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            ).fetchone()
+            held = bool(row and row[0])
+            try:
+                yield held
+            finally:
+                if held:
+                    try:
+                        await connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    except psycopg.Error:
+                        log.warning("advisory lock %s: released by a lost connection", key)
+
+    @asynccontextmanager
     async def advisory(self, *names: str) -> AsyncIterator[None]:
         """Hold the session advisory locks `names` across replicas while the body runs.
 

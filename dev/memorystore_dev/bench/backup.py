@@ -18,12 +18,8 @@ one takes an hour here and backup/restore cost does not depend on the vectors' v
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
 import statistics
-import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
@@ -33,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from memorystore_dev.bench.service import texts
+from memorystore_dev.bench.sizes import run_sizes
 
 POOL = 500
 QUERIES = ["green tea", "the museum in Hangzhou", "jazz records", "a new laptop", "dark mode"]
@@ -223,18 +220,4 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def run_backup_bench(sizes: list[int], as_json: bool = False) -> int:
-    bad = [s for s in sizes if s < 1]
-    if not sizes or bad:
-        print("memorystore bench backup: --sizes takes numbers of at least 1", file=sys.stderr)
-        return 2
-    rows = []
-    for n in sizes:
-        with tempfile.TemporaryDirectory(prefix="bench-backup-") as tmp:
-            os.environ.setdefault("MEM0_DIR", str(Path(tmp) / "mem0"))
-            rows.append(measure(n, Path(tmp)))
-            print(f"# {n:,} memories done (fill {rows[-1]['fill_s']:.0f} s)", flush=True)
-    if as_json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(table(rows))
-    return 0
+    return 2 if run_sizes("backup", sizes, measure, table, as_json) is None else 0

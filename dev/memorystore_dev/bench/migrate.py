@@ -16,16 +16,13 @@ here), then in one run
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from memorystore_dev.bench.backup import QUERIES, fill
+from memorystore_dev.bench.sizes import run_sizes
 
 BATCH = 64
 PACE_S = 0.05  # 20 searches a second
@@ -137,8 +134,8 @@ def measure(n: int, root: Path) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| memories | embed only /s (baseline) | migration /s | × baseline | migration s "
-        "| search p50 idle ms | p50 / p95 during ms (20/s) | added p50 ms | p50 after (new index) ms "
-        "| every memory copied |"
+        "| search p50 idle ms | p50 / p95 during ms (20/s) | added p50 ms "
+        "| p50 after (new index) ms | every memory copied |"
     )
     lines = [head, "|" + "---:|" * 10]
     for r in rows:
@@ -154,18 +151,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def run_migrate_bench(sizes: list[int], as_json: bool = False) -> int:
-    bad = [s for s in sizes if s < 1]
-    if not sizes or bad:
-        print("memorystore bench migrate: --sizes takes numbers of at least 1", file=sys.stderr)
+    rows = run_sizes("migrate", sizes, measure, table, as_json)
+    if rows is None:
         return 2
-    rows = []
-    for n in sizes:
-        with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
-            os.environ.setdefault("MEM0_DIR", str(Path(tmp) / "mem0"))
-            rows.append(measure(n, Path(tmp)))
-            print(f"# {n:,} memories done (fill {rows[-1]['fill_s']:.0f} s)", flush=True)
-    if as_json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(table(rows))
     return 0 if all(r["all_copied"] for r in rows) else 1

@@ -268,7 +268,7 @@ def test_cel_rules(schema):
         assert rule["rule"] == "self == oldSelf"
         assert rule["message"].startswith(f"{path} is immutable: ")
         assert "create a new MemoryStore" in rule["message"]
-    sqlite, embedded, embedded_volume, vector_db, backup, restore_pg, restore, _ = rules_at(
+    sqlite, embedded, embedded_volume, vector_db, backup, restore_pg, restore = rules_at(
         schema, "spec"
     )
     assert restore["rule"] == (
@@ -299,17 +299,12 @@ def test_cel_rules(schema):
     assert renew["fieldPath"] == ".renewBeforeDays"
 
 
-def test_the_embedding_model_changes_by_migration_except_on_postgres(schema):
-    # No transition rule is left on spec.embedder: a change is an online migration
-    # (service/migration/). The one rule left sits on spec, where it sees the tier.
+def test_the_embedding_model_may_change_it_is_an_online_migration(schema):
+    # No transition rule is left on the embedder: a change is an online migration
+    # (service/migration/) on every tier.
     assert not [r for r in rules_at(schema, "spec.embedder") if "oldSelf" in r["rule"]]
     assert not rules_at(schema, "spec.embedder.provider")
-    [rule] = [r for r in rules_at(schema, "spec") if r.get("fieldPath") == ".embedder"]
-    assert rule["rule"].startswith("!(has(self.vectorStore) && has(self.vectorStore.postgres))")
-    for field in ("provider", "model", "baseUrl", "dimensions"):
-        assert f"self.embedder.{field}" in rule["rule"]
-        assert f"oldSelf.embedder.{field}" in rule["rule"]
-    assert f"see {crd_rules.MIGRATION_PAGE})" in rule["message"]
+    assert not [r for r in rules_at(schema, "spec") if "embedder" in r["rule"]]
 
 
 def test_every_migration_message_points_at_a_docs_page_that_exists(schema):
@@ -321,8 +316,8 @@ def test_every_migration_message_points_at_a_docs_page_that_exists(schema):
         for rule in node.get("x-kubernetes-validations", [])
         if "see docs/" in rule["message"]
     ]
-    # vector tier, history tier, the embedder on PostgreSQL, shards, copies
-    assert len(pointing) == 5
+    # vector tier, history tier, shards, copies
+    assert len(pointing) == 4
     for message in pointing:
         assert f"see {crd_rules.MIGRATION_PAGE})" in message
     assert "README" not in crd.render_yaml() + crd.render_yaml(crd.render_backup_crd)

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memorystore.operator import names, readiness, tls
+from memorystore.spec import MemoryStoreStatus
 
 STORE, NAMESPACE = "acme", "tenants"
 SERVER_NAME = names.memory_dns_names(STORE, NAMESPACE)[2]
@@ -225,8 +226,21 @@ def test_a_migration_is_read_with_its_bounded_fields_only():
     )
     assert found.rate_per_second == 212.4 and found.eta_seconds == 28
     assert found.last_event == "MigrationStarted"
-    assert found.last_event_time == "2026-12-03T20:29:26Z"
+    assert found.last_event_time == "2026-12-03T20:29:26.500000Z"
+    assert found.recent_events == []  # the body lists none
     assert readiness.migration_in(b'{"status": "ok"}') is None
+
+
+def test_the_listed_events_are_read_oldest_first_and_never_written_to_the_status():
+    body = json.loads(json.dumps(BUILDING))
+    started = body["embedderMigration"]["lastEvent"]
+    switched = {"reason": "MigrationSwitched", "message": "reads moved", "time": 1796329767.0}
+    body["embedderMigration"]["events"] = [started, {"reason": "Bogus", "time": 1.0}, switched]
+    found = readiness.migration_in(json.dumps(body).encode())
+    assert found is not None
+    assert [e.reason for e in found.recent_events] == ["MigrationStarted", "MigrationSwitched"]
+    status = MemoryStoreStatus(embedder_migration=found).model_dump(by_alias=True)
+    assert "recentEvents" not in status["embedderMigration"]
 
 
 def test_an_unknown_event_reason_is_not_reported():

