@@ -187,6 +187,9 @@ async def reconcile(body: dict[str, Any], reconciler: Reconciler) -> dict[str, A
         shared = next(c for c in status.conditions if c.type == AGENT_PODS_ISOLATED)
         await _post_event(client, body, "SharedAgentPods", shared.message, warning=True)
     out = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if status.embedder_migration is not None:
+        # status is merge-patched: a field the pod no longer reports must be an explicit null
+        out["embedderMigration"] = status.embedder_migration.model_dump(by_alias=True, mode="json")
     if status.service_key is not None:
         # status is merge-patched: an ended grace period must be an explicit null to go
         out["serviceKey"]["previousKeyValidUntil"] = status.service_key.previous_key_valid_until

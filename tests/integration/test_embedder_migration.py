@@ -498,21 +498,27 @@ def test_postgresql_replicas_migrate_with_one_leader_that_another_takes_over(
         deleted: set[str] = set()
         serving = list(replicas)
 
+        turn = asyncio.Lock()  # one write at a time: the leader stops between two
+
         async def writer(start: int) -> None:
             i, rng = start, random.Random(start)
             while not stop.is_set():
-                engine = serving[i % len(serving)]
-                acknowledged.update(await write(engine, 1, i))
-                changeable = sorted(set(acknowledged) - deleted)
-                victim = rng.choice(changeable)
-                if i % 5 == 0:
-                    await engine.delete(victim, EntityIds())
-                    deleted.add(victim)
-                elif i % 3 == 0:
-                    acknowledged[victim] += " (updated)"
-                    await engine.update(victim, EntityIds(), acknowledged[victim], None)
+                async with turn:
+                    await one(i, rng)
                 i += 1
                 await asyncio.sleep(0.02)
+
+        async def one(i: int, rng: random.Random) -> None:
+            engine = serving[i % len(serving)]
+            acknowledged.update(await write(engine, 1, i))
+            changeable = sorted(set(acknowledged) - deleted)
+            victim = rng.choice(changeable)
+            if i % 5 == 0:
+                await engine.delete(victim, EntityIds())
+                deleted.add(victim)
+            elif i % 3 == 0:
+                acknowledged[victim] += " (updated)"
+                await engine.update(victim, EntityIds(), acknowledged[victim], None)
 
         writing = asyncio.create_task(writer(2000))
 
@@ -528,7 +534,8 @@ def test_postgresql_replicas_migrate_with_one_leader_that_another_takes_over(
         other = next(r for r in replicas if r is not lead)
         assert other.migration.store is not None
         assert other.migration.store.state.other == NEW, "the follower writes to both"
-        serving.remove(lead)  # the leader stops (its pod deleted): its lock is released
+        async with turn:
+            serving.remove(lead)  # the leader stops (its pod deleted): its lock is released
         tasks[id(lead)].cancel()
         await asyncio.gather(tasks[id(lead)], return_exceptions=True)
         lead.close()
