@@ -21,7 +21,6 @@ checks the ids first, so nothing missing is ever read.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -67,13 +66,18 @@ class Index:
     embedder: Any  # mem0's EmbeddingBase: embed(text, action), embed_batch(texts, action)
     version: str  # what a memory indexed here is stamped with (retrieval/reindex.py)
 
-    def passages(self, texts: list[str]) -> list[Vector]:
+    def vectors(self, texts: list[str], action: Any = "add") -> list[Vector]:
+        """This index's embeddings of `texts`, marked as its own (one batch when the
+        embedder takes batches)."""
         batch = getattr(self.embedder, "embed_batch", None)
         if batch is not None:
-            vectors = batch(texts, "add")
+            made = batch(texts, action)
         else:
-            vectors = [self.embedder.embed(text, "add") for text in texts]
-        return [Vector(v, self.name) for v in vectors]
+            made = [self.embedder.embed(text, action) for text in texts]
+        return [Vector(v, self.name) for v in made]
+
+    def passages(self, texts: list[str]) -> list[Vector]:
+        return self.vectors(texts, "add")
 
 
 def _tag(vector: Any) -> str | None:
@@ -88,7 +92,6 @@ class RoutedStore:
     ) -> None:
         self.settings = settings
         self._route = (state, dict(indexes))
-        self._switching = threading.Lock()
         self.write_errors = 0  # writes an index other than the live one missed
 
     # --- the route ------------------------------------------------------------------------
@@ -110,8 +113,7 @@ class RoutedStore:
         missing = [name for name in state.writes if name not in indexes]
         if missing:
             raise ValueError(f"no index {missing[0]!r} is open")
-        with self._switching:
-            self._route = (state, dict(indexes))
+        self._route = (state, dict(indexes))
 
     def _for(self, vectors: Any) -> VectorStore:
         """The store a query vector belongs in: its own index while it exists, else live."""
@@ -213,13 +215,12 @@ class RoutedStore:
 
     def purge(self) -> int:
         """Every index's files rewritten without deleted points (an erasure reaches all)."""
-        kept = 0
+        kept = {}
         for index in self._all():
             purge: Callable[[], int] | None = getattr(index.store, "purge", None)
             if purge is not None:
-                purged = purge()
-                kept = purged if index.name == self.state.live else kept
-        return kept
+                kept[index.name] = purge()
+        return kept.get(self.state.live, 0)
 
     def reset(self) -> None:
         for index in self._all():
@@ -318,20 +319,11 @@ class RoutedEmbedder:
     def __init__(self, store: RoutedStore) -> None:
         self._store = store
 
-    @property
-    def current(self) -> Any:
-        return self._store.live().embedder
-
     def embed(self, text: str, memory_action: Any = None) -> Vector:
-        index = self._store.live()
-        return Vector(index.embedder.embed(text, memory_action), index.name)
+        return self._store.live().vectors([text], memory_action)[0]
 
     def embed_batch(self, texts: list[str], memory_action: Any = "add") -> list[Vector]:
-        index = self._store.live()
-        batch = getattr(index.embedder, "embed_batch", None)
-        if batch is None:
-            return [Vector(index.embedder.embed(t, memory_action), index.name) for t in texts]
-        return [Vector(v, index.name) for v in batch(texts, memory_action)]
+        return self._store.live().vectors(texts, memory_action)
 
     def __getattr__(self, name: str) -> Any:
         """Anything else of mem0's embedder (its config, client): the live one's."""

@@ -102,7 +102,11 @@ async def _answers(engine: Any) -> list[list[str]]:
     return found
 
 
-async def _search_p50(engine: Any, until: asyncio.Event | None, count: int = 40) -> float:
+async def search_latencies(
+    engine: Any, until: asyncio.Event | None, count: int = 40, pace_s: float = 0.0
+) -> list[float]:
+    """Search latencies (ms) until `until` is set, or `count` of them; with `pace_s`, one
+    search at most every `pace_s` (a steady read load rather than a busy loop)."""
     from memorystore.scope import EntityIds
 
     samples: list[float] = []
@@ -112,6 +116,13 @@ async def _search_p50(engine: Any, until: asyncio.Event | None, count: int = 40)
         await engine.search(QUERIES[i % len(QUERIES)], EntityIds(user_id=f"user-{i % 50}"), 5, 0.0)
         samples.append((time.perf_counter() - started) * 1000)
         i += 1
+        if pace_s:
+            await asyncio.sleep(max(0.0, pace_s - samples[-1] / 1000))
+    return samples
+
+
+async def _search_p50(engine: Any, until: asyncio.Event | None, count: int = 40) -> float:
+    samples = await search_latencies(engine, until, count)
     return statistics.median(samples) if samples else float("nan")
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memorystore_dev.bench.backup import QUERIES, fill
+from memorystore_dev.bench.backup import fill, search_latencies
 from memorystore_dev.bench.sizes import run_sizes
 
 BATCH = 64
@@ -42,19 +42,8 @@ def _config(data_dir: Path, provider: str) -> Any:
 
 
 async def _searches(engine: Any, until: asyncio.Event | None, count: int = 60) -> list[float]:
-    """Search latencies (ms) until `until` is set, or `count` of them, one every PACE_S (a
-    steady read load, not a busy loop that would take the migration's CPU)."""
-    from memorystore.scope import EntityIds
-
-    samples: list[float] = []
-    i = 0
-    while (until is None and i < count) or (until is not None and not until.is_set()):
-        started = time.perf_counter()
-        await engine.search(QUERIES[i % len(QUERIES)], EntityIds(user_id=f"user-{i % 50}"), 5, 0.0)
-        samples.append((time.perf_counter() - started) * 1000)
-        i += 1
-        await asyncio.sleep(max(0.0, PACE_S - samples[-1] / 1000))
-    return samples
+    """20 searches a second: a steady read load that leaves the migration its CPU."""
+    return await search_latencies(engine, until, count, PACE_S)
 
 
 def _p(samples: list[float], q: float) -> float:
