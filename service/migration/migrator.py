@@ -22,6 +22,7 @@ retargets, aborts or reverts a migration.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import socket
@@ -269,28 +270,22 @@ class EmbedderMigration:
                     missing, extra, _ = await asyncio.to_thread(self._difference, target)
                     if missing or extra:  # a write missed it since the back-fill: go on
                         return False
+                record = copy.deepcopy(self.record)
                 for name in created:
-                    self.record.indexes[name] = records.IndexRecord(
+                    record.indexes[name] = records.IndexRecord(
                         records.kept_settings(self.cfg.embedder)
                     )
                 for name in drops:
-                    self.record.pending_drops[name] = self.record.indexes.pop(name)
-                self.record.state = after
-                await asyncio.to_thread(self.records.save, self.record)
-                opened = self.store.indexes
-                dropped = [opened[n] for n in drops if n in opened]
-                indexes = {n: i for n, i in opened.items() if n not in drops}
-                for name in created:
-                    indexes[name] = await asyncio.to_thread(self._open, name, self._version_of)
-                self.store.route(after, indexes)
-                await self._acknowledge()
-                if switched:
-                    from memorystore.service.engine import mem0_seam
-
-                    assert self.memory is not None
-                    mem0_seam.use_entity_index(
-                        self.memory, self._build(self.config_for(after.live))
-                    )
+                    record.pending_drops[name] = record.indexes.pop(name)
+                record.state = after
+                # Once its save has begun, a step is carried through even if the migration
+                # is cancelled meanwhile: what the service routes by is what it recorded.
+                commit = asyncio.ensure_future(self._commit(record, created, drops, switched))
+                try:
+                    dropped = await asyncio.shield(commit)
+                except asyncio.CancelledError:
+                    await commit
+                    raise
             if dropped:  # reads that embedded for it a moment ago finish first
                 await asyncio.sleep(DRAIN_SECONDS)
             await self._wait_for_replicas(after)  # none writes to a dropped index, or
@@ -306,6 +301,25 @@ class EmbedderMigration:
             if action is Action.BACKFILL:
                 built = await self._backfill(engine, name)
         return built
+
+    async def _commit(
+        self, record: records.MigrationRecord, created: list[str], drops: list[str], switched: bool
+    ) -> list[Index]:
+        """Save the step's record, then route by it; the indexes it leaves, to be dropped."""
+        from memorystore.service.engine import mem0_seam
+
+        assert self.store is not None and self.memory is not None
+        await asyncio.to_thread(self.records.save, record)
+        self.record = record
+        opened = self.store.indexes
+        indexes = {n: i for n, i in opened.items() if n not in drops}
+        for name in created:
+            indexes[name] = await asyncio.to_thread(self._open, name, self._version_of)
+        self.store.route(record.state, indexes)
+        await self._acknowledge()
+        if switched:
+            mem0_seam.use_entity_index(self.memory, self._build(self.config_for(record.state.live)))
+        return [opened[n] for n in drops if n in opened]
 
     def _report(self, reason: str, before: State, after: State) -> None:
         messages = {

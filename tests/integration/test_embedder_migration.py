@@ -11,7 +11,9 @@ the migration resumes after SIGKILL, aborts, and reverts within its grace period
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -200,6 +202,8 @@ def test_online_migration_under_load_loses_nothing_and_never_mixes_models(
         stop.set()
         await asyncio.gather(*tasks)
         run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
 
         assert failures == 0 and reads > 0
         live = {i: t for i, t in acknowledged.items() if i not in deleted}
@@ -286,6 +290,45 @@ def test_abort_drops_the_partial_index_and_revert_moves_reads_back(tmp_path: Pat
     asyncio.run(go())
 
 
+def test_a_step_being_recorded_is_carried_through_when_the_migration_is_cancelled(
+    tmp_path: Path,
+):
+    """Cancelled (a shutdown) while it saves the switch, the migration still routes by what
+    it saved: the record on disk, the one in memory and the routing agree."""
+    data = tmp_path / "data"
+
+    async def go() -> None:
+        engine = MemoryEngine(config(data))
+        await write(engine, 10)
+        engine.close()
+        engine = MemoryEngine(config(data, "use"))
+        migration = engine.migration
+        assert migration is not None and isinstance(migration.records, records.FileRecords)
+        saving, save = threading.Event(), migration.records.save
+
+        def slow_save(record: records.MigrationRecord) -> None:
+            if record.state.phase is Phase.SWITCHED:
+                saving.set()
+                time.sleep(0.3)  # the cancellation arrives meanwhile
+            save(record)
+
+        migration.records.save = slow_save  # type: ignore[method-assign]
+        run = asyncio.create_task(migration.run(engine))
+        while not saving.is_set():
+            assert not run.done(), run
+            await asyncio.sleep(0.005)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        on_disk = records.FileRecords(migration.records.path).load()
+        assert on_disk is not None and on_disk.state.phase is Phase.SWITCHED
+        assert migration.store is not None
+        assert migration.record.state == on_disk.state == migration.store.state
+        engine.close()
+
+    asyncio.run(go())
+
+
 def test_a_backup_taken_mid_migration_holds_the_live_index(tmp_path: Path):
     """A backup during the back-fill holds the index reads are served by, and records its
     embedder: it restores into a store with that embedder, and is refused by another."""
@@ -347,6 +390,8 @@ async def _until(engine: MemoryEngine, phase: Phase) -> None:
             task.result()
         await asyncio.sleep(0.05)
     task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def test_a_migration_killed_mid_way_resumes_where_it_stopped(tmp_path: Path):
