@@ -22,15 +22,16 @@ retargets, aborts or reverts a migration.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memorystore.config import ServiceConfig
 from memorystore.service.migration import record as records
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["EmbedderMigration", "Progress", "migrate"]
 
 log = logging.getLogger("memorystore.service.migration")
+T = TypeVar("T")
 
 DRAIN_SECONDS = 1.0
 RECENT_EVENTS = 5  # events /readyz lists (the operator posts each it has not seen)
@@ -107,14 +109,7 @@ class EmbedderMigration:
         self.started = time.time()
 
     def _load(self) -> None:
-        if isinstance(self.records, records.PgRecords):
-            self.record = self.records.create_if_absent(self.record)
-        else:
-            found = self.records.load()
-            if found is None:
-                self.records.save(self.record)
-            else:
-                self.record = found
+        self.record = self.records.create_if_absent(self.record)
         self.loaded = True
 
     def open_shared(self, memory: AsyncMemory, version_of: Callable[[str], str]) -> None:
@@ -123,7 +118,7 @@ class EmbedderMigration:
         if self.store is not None:
             return
         self._load()
-        assert isinstance(self.records, records.PgRecords)
+        assert self.records.shared
         self.records.ask(self.desired, self.started)
         self.record = self.records.load() or self.record
         live = self.record.state.live
@@ -280,12 +275,7 @@ class EmbedderMigration:
                 record.state = after
                 # Once its save has begun, a step is carried through even if the migration
                 # is cancelled meanwhile: what the service routes by is what it recorded.
-                commit = asyncio.ensure_future(self._commit(record, created, drops, switched))
-                try:
-                    dropped = await asyncio.shield(commit)
-                except asyncio.CancelledError:
-                    await commit
-                    raise
+                dropped = await _through(self._commit(record, created, drops, switched))
             if dropped:  # reads that embedded for it a moment ago finish first
                 await asyncio.sleep(DRAIN_SECONDS)
             await self._wait_for_replicas(after)  # none writes to a dropped index, or
@@ -448,13 +438,14 @@ class EmbedderMigration:
 
     async def _acknowledge(self) -> None:
         """Say which state this replica routes by (a shared record's other readers wait)."""
-        if isinstance(self.records, records.PgRecords) and self.store is not None:
-            await asyncio.to_thread(self.records.acknowledge, self.replica, self.store.state)
+        if self.records.shared and self.store is not None:
+            state = self.store.state
+            await _through(asyncio.to_thread(self.records.acknowledge, self.replica, state))
 
     async def _wait_for_replicas(self, state: State) -> None:
         """Until every replica seen lately routes by `state` (or ACK_TIMEOUT_S: a replica
         that stopped answering is no longer seen after ACK_WINDOW_S)."""
-        if not isinstance(self.records, records.PgRecords):
+        if not self.records.shared:
             return
         deadline = time.monotonic() + ACK_TIMEOUT_S
         while True:
@@ -569,6 +560,17 @@ class EmbedderMigration:
 RETRY_SECONDS = 30.0
 
 
+async def _through(step: Awaitable[T]) -> T:
+    """Await `step` to its end even if cancelled meanwhile (then stop): a step once begun
+    is never left half-done, nor its write to land after the caller has moved on."""
+    work = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await work
+        raise
+
+
 async def migrate(migration: EmbedderMigration, engine: MemoryEngine) -> None:
     """Run the migration in the service, retrying after a failure (a provider that does not
     answer): what was copied stays copied, and reads stay on a complete index meanwhile.
@@ -580,6 +582,14 @@ async def migrate(migration: EmbedderMigration, engine: MemoryEngine) -> None:
             await migration.lead(engine, engine.database)
         finally:
             follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+            # stopping (a rolling update): the one carrying a migration out no longer waits
+            # for this replica to follow (it would, for up to ACK_WINDOW_S)
+            try:
+                await asyncio.to_thread(migration.records.forget, migration.replica)
+            except Exception:
+                log.warning("embedder migration: this replica's acknowledgement stays")
         return
     while True:
         try:

@@ -161,13 +161,24 @@ def save(path: Path, record: MigrationRecord) -> None:
 
 
 class Records(Protocol):
-    """Where a store's migration record lives."""
+    """Where a store's migration record lives. With one replica the replica calls are
+    no-ops; shared records are read by several replicas, which acknowledge each state."""
 
-    shared: bool  # read by several replicas (which then acknowledge each state)
+    shared: bool
 
     def load(self) -> MigrationRecord | None: ...
 
     def save(self, record: MigrationRecord) -> None: ...
+
+    def create_if_absent(self, record: MigrationRecord) -> MigrationRecord: ...
+
+    def ask(self, index: str, started: float) -> None: ...
+
+    def acknowledge(self, replica: str, state: State) -> None: ...
+
+    def lagging(self, state: State, within_s: float) -> list[str]: ...
+
+    def forget(self, replica: str) -> None: ...
 
 
 class FileRecords:
@@ -183,6 +194,26 @@ class FileRecords:
 
     def save(self, record: MigrationRecord) -> None:
         save(self.path, record)
+
+    def create_if_absent(self, record: MigrationRecord) -> MigrationRecord:
+        found = self.load()
+        if found is None:
+            self.save(record)
+            return record
+        return found
+
+    # one replica: nobody else asks, follows or lags
+    def ask(self, index: str, started: float) -> None:
+        return None
+
+    def acknowledge(self, replica: str, state: State) -> None:
+        return None
+
+    def lagging(self, state: State, within_s: float) -> list[str]:
+        return []
+
+    def forget(self, replica: str) -> None:
+        return None
 
 
 MIGRATIONS: list[postgres.Migration] = [

@@ -583,6 +583,8 @@ def test_postgresql_replicas_migrate_with_one_leader_that_another_takes_over(
             serving.remove(lead)  # the leader stops (its pod deleted): its lock is released
         tasks[id(lead)].cancel()
         await asyncio.gather(tasks[id(lead)], return_exceptions=True)
+        acks = other.database.execute("SELECT replica FROM memorystore_embedder_migration_acks")
+        assert lead.migration.replica not in {r for (r,) in acks}, "a stopped replica forgot"
         lead.close()
 
         events = other.migration.events  # the finished event comes once the drop is done

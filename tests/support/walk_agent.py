@@ -7,8 +7,10 @@ prefixed with RESULT_MARK, for the test to read back with `kubectl logs`.
     python3 walk_agent.py probe HOST:PORT [...]        can this pod open a TCP connection?
     python3 walk_agent.py idle                         wait (for `kubectl exec … probe`)
     python3 walk_agent.py scrape URL CA_FILE           GET URL/metrics as Prometheus would
-    python3 walk_agent.py traffic USER STOP_FILE       add and search until STOP_FILE exists,
+    python3 walk_agent.py traffic USER STOP_FILE [START_FILE]
+                                                       add and search until STOP_FILE exists,
                                                        then check every acknowledged write
+                                                       (first waiting for START_FILE, if named)
 
 `session` builds the factory exactly as an agent process does (`from_env`: the client config
 mounted at /etc/memorystore/client, the key at /etc/memorystore/secrets, MEMORYSTORE_*
@@ -17,7 +19,10 @@ toggles from the pod's env), then a real AgentScope Agent with the scripted stan
 and answers from the memory it was sent. `traffic` uses the same factory's client (the
 middleware's own calls, one attempt each) in a loop while the test takes a Qdrant pod away,
 counting every call that failed; once STOP_FILE appears it lists the user's memories and
-names any acknowledged write that is missing. Only the standard library is imported for
+names any acknowledged write that is missing. It also stores one probe fact first and
+searches for it with a question after every write, recording the fact's score: the score is
+one embedder's cosine, so the sequence shows which index each read was served by (the
+embedder migration's step). Only the standard library is imported for
 `probe`, `idle` and `scrape`, so they start fast.
 """
 
@@ -236,6 +241,9 @@ async def session(user: str, session_id: str, which: str) -> dict[str, Any]:
 
 
 TRAFFIC_STARTED = "WALK-TRAFFIC-STARTED"
+TRAFFIC_WAITING = "WALK-TRAFFIC-WAITING"  # imported, waiting for START_FILE
+PROBE_FACT = "The lighthouse keeper paints her rowing boat green every spring."
+PROBE_QUESTION = "What colour is the keeper's boat?"
 
 
 async def _visible_after(client: Any, fact: str, ids: dict[str, str]) -> float | None:
@@ -249,10 +257,11 @@ async def _visible_after(client: Any, fact: str, ids: dict[str, str]) -> float |
     return None
 
 
-async def traffic(user: str, stop_file: str) -> dict[str, Any]:
+async def traffic(user: str, stop_file: str, start_file: str | None = None) -> dict[str, Any]:
     """Writes and reads through the middleware's client until `stop_file` exists: each write
     a new fact (an idempotency key, as the middleware sends), each read a search for the
-    last fact acknowledged. Then every acknowledged fact must be among the user's memories."""
+    last fact acknowledged and one for the probe fact. Then every acknowledged fact must be
+    among the user's memories."""
     import httpx
 
     from memorystore.middleware import MemoryMiddlewareFactory
@@ -261,6 +270,10 @@ async def traffic(user: str, stop_file: str) -> dict[str, Any]:
     factory = MemoryMiddlewareFactory.from_env()
     cfg, client = factory.cfg, factory.client
     assert cfg is not None and client is not None, "no client config mounted"
+    if start_file is not None:  # the store may restart meanwhile: reached once told to
+        print(TRAFFIC_WAITING, flush=True)
+        while not Path(start_file).exists():
+            await asyncio.sleep(0.1)
     wait_for_network(cfg.endpoint)
     ids = {"user_id": user}
     acknowledged: list[str] = []
@@ -268,7 +281,11 @@ async def traffic(user: str, stop_file: str) -> dict[str, Any]:
     counts = {"writes": 0, "reads": 0, "reads_that_found_the_fact": 0}
     latencies: list[float] = []
     missed: list[dict[str, Any]] = []
+    probes: list[tuple[float, float | None]] = []  # (wall time, the probe fact's score)
     began, wall0 = time.monotonic(), time.time()
+    await client.add([{"role": "user", "content": PROBE_FACT}], ids, infer=False,
+                     idempotency_key=f"probe-{time.time_ns()}")  # fmt: skip
+    acknowledged.append(PROBE_FACT)
     print(TRAFFIC_STARTED, flush=True)
     try:
         while not Path(stop_file).exists():
@@ -292,6 +309,13 @@ async def traffic(user: str, stop_file: str) -> dict[str, Any]:
                         missed.append({"at": round(time.time() - wall0, 2), "lag_s": lag})
                 except MemoryServiceError as exc:
                     failures.append({"op": "search", "at": round(t0 - began, 2), "error": str(exc)})
+            try:
+                found = await client.search(PROBE_QUESTION, ids, top_k=5, threshold=0.0)
+                counts["reads"] += 1
+                score = next((r["score"] for r in found if r.get("memory") == PROBE_FACT), None)
+                probes.append((time.time(), None if score is None else float(score)))
+            except MemoryServiceError as exc:
+                failures.append({"op": "probe", "at": round(t0 - began, 2), "error": str(exc)})
             latencies.append(time.monotonic() - t0)
         # every acknowledged write, read back page by page
         key = ServiceKey(cfg.api_key).current()
@@ -322,6 +346,7 @@ async def traffic(user: str, stop_file: str) -> dict[str, Any]:
         "acknowledged": len(acknowledged),
         "missed": missed,  # each miss's "at" in seconds after "started" (wall clock)
         "started": wall0,
+        "probes": probes,
         "p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
         "max_ms": round(1000 * latencies[-1], 1) if latencies else None,
     }
@@ -341,7 +366,7 @@ def main(argv: list[str]) -> int:
     if command == "session" and len(rest) == 3:
         emit(asyncio.run(session(*rest)))
         return 0
-    if command == "traffic" and len(rest) == 2:
+    if command == "traffic" and len(rest) in (2, 3):
         emit(asyncio.run(traffic(*rest)))
         return 0
     print(__doc__, file=sys.stderr)

@@ -332,6 +332,16 @@ class RealNode:
         """Import a docker-archive or OCI tar into the node's containerd (namespace k8s.io)."""
         containerd.import_image(self.socket, tar)
 
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's process through the node's containerd, as the kernel's OOM
+        killer would (`containerd://ID`, as a pod's status names it): the kubelet restarts it."""
+        found = containerd.ctr(
+            self.socket, "tasks", "kill", "--signal", "SIGKILL",
+            container_id.removeprefix("containerd://"),
+        )  # fmt: skip
+        if found.returncode != 0:
+            raise RuntimeError(f"ctr tasks kill {container_id} failed: {found.stderr.strip()}")
+
     def _kubeconfig(self, pki: PKI, stem: str, user: str, group: str | None) -> Path:
         """A client certificate from the cluster CA and a kubeconfig (API on loopback)."""
         assert self._cluster is not None
