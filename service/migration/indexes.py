@@ -165,6 +165,9 @@ class RoutedStore:
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         return self.live().store.points(batch)
 
+    def ids(self, batch: int = 1000) -> Iterator[str]:
+        return self.live().store.ids(batch)
+
     # --- writes: every index --------------------------------------------------------------
 
     def insert(

@@ -102,6 +102,7 @@ class EmbedderMigration:
         self.settings = cfg.embedder.migration
         self.events: list[tuple[float, str, str]] = []  # (time, reason, message)
         self.progress: Progress | None = None
+        self.switch_pause_s: float | None = None  # writes paused for the last switch
         self.store: RoutedStore | None = None
         self.memory: AsyncMemory | None = None
         self.running = False
@@ -259,6 +260,7 @@ class EmbedderMigration:
         created = [name for action, name in actions if action is Action.CREATE]
         if after != before:
             switched = after.live != before.live
+            paused = time.perf_counter()
             async with engine.writes_paused():
                 if switched and before.phase is Phase.BUILDING:
                     target = self.store.indexes[after.live]
@@ -276,6 +278,8 @@ class EmbedderMigration:
                 # Once its save has begun, a step is carried through even if the migration
                 # is cancelled meanwhile: what the service routes by is what it recorded.
                 dropped = await _through(self._commit(record, created, drops, switched))
+            if switched:  # what a writer waited at most (bench migrate reports it)
+                self.switch_pause_s = time.perf_counter() - paused
             if dropped:  # reads that embedded for it a moment ago finish first
                 await asyncio.sleep(DRAIN_SECONDS)
             await self._wait_for_replicas(after)  # none writes to a dropped index, or
@@ -311,21 +315,37 @@ class EmbedderMigration:
             mem0_seam.use_entity_index(self.memory, self._build(self.config_for(record.state.live)))
         return [opened[n] for n in drops if n in opened]
 
+    def _paused(self) -> str:
+        pause = self.switch_pause_s
+        return "" if pause is None else f" (writes paused {1000 * pause:.0f} ms to switch)"
+
     def _report(self, reason: str, before: State, after: State) -> None:
-        messages = {
-            "MigrationStarted": f"building the {after.other} index beside {after.live}",
-            "MigrationRetargeted": f"now building the {after.other} index",
-            "MigrationAborted": f"the partial {before.other} index is dropped; "
-            f"{after.live} stays live",
-            "MigrationSwitched": f"reads moved to the {after.live} index; {after.other} kept "
-            f"until the grace period ends",
-            "MigrationReverted": f"reads moved back to the {after.live} index",
-            "MigrationFinished": f"the {before.other} index is dropped",
-        }
-        message = messages.get(reason, reason)
+        message = self._message(reason, before, after)
         self.events.append((time.time(), reason, message))
         del self.events[:-20]
         log.info("embedder migration: %s: %s", reason, message)
+
+    def _message(self, reason: str, before: State, after: State) -> str:
+        match reason:
+            case "MigrationStarted":
+                return f"building the {after.other} index beside {after.live}"
+            case "MigrationRetargeted":
+                return f"now building the {after.other} index"
+            case "MigrationAborted":
+                return f"the partial {before.other} index is dropped; {after.live} stays live"
+            case "MigrationSwitched":
+                return (
+                    f"reads moved to the {after.live} index; {after.other} kept until the "
+                    f"grace period ends{self._paused()}"
+                )
+            case "MigrationReverted":
+                return f"reads moved back to the {after.live} index"
+            case "MigrationFinished":
+                # the index left: `other` after a grace period; with none, the old live one
+                (left,) = set(before.writes) - set(after.writes)
+                switched = before.phase is Phase.BUILDING
+                return f"the {left} index is dropped" + (self._paused() if switched else "")
+        return reason
 
     # --- the back-fill --------------------------------------------------------------------
 
@@ -351,8 +371,8 @@ class EmbedderMigration:
     def _difference(self, target: Index) -> tuple[list[str], list[str], int]:
         """(in live, not in target), (in target, not in live), how many are live."""
         assert self.store is not None
-        live = {pid for pid, _, _ in self.store.live().store.points()}
-        built = {pid for pid, _, _ in target.store.points()}
+        live = set(self.store.live().store.ids())
+        built = set(target.store.ids())
         return sorted(live - built), sorted(built - live), len(live)
 
     async def _copy_all(

@@ -432,15 +432,23 @@ class EdgeVectorStore:
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         """Every point as (id, dense vector, payload), a page at a time (backups)."""
+        for record in self._scroll(batch, whole=True):
+            yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+
+    def ids(self, batch: int = 1000) -> Iterator[str]:
+        """Every point's id, a page at a time, without reading vectors or payloads."""
+        for record in self._scroll(batch, whole=False):
+            yield str(record.id)
+
+    def _scroll(self, batch: int, whole: bool) -> Iterator[Any]:
         offset: Any = None
         while True:
             request = qe.ScrollRequest(
-                offset=offset, limit=batch, with_payload=True, with_vector=True
+                offset=offset, limit=batch, with_payload=whole, with_vector=whole
             )
             with self._read() as shard:
                 records, offset = shard.scroll(request)
-            for record in records:
-                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+            yield from records
             if offset is None:
                 return
 

@@ -140,6 +140,11 @@ class VectorStore(Protocol):
         """Every point as (id, dense vector, payload), a page at a time (backups)."""
         ...
 
+    def ids(self, batch: int = 1000) -> Iterator[str]:
+        """Every point's id and nothing else, a page at a time (an embedder migration
+        compares two indexes by their ids, once with every write paused)."""
+        ...
+
     def reindex(
         self, vector_id: PointId, payload: Payload, vector: list[float] | None = None
     ) -> None:

@@ -473,6 +473,15 @@ class QdrantServerStore(Qdrant):
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         """EdgeVectorStore.points on a server: scroll the collection with vectors (backups)."""
+        for record in self._scroll(batch, whole=True):
+            yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+
+    def ids(self, batch: int = 1000) -> Iterator[str]:
+        """Every point's id, a page at a time, without vectors or payloads on the wire."""
+        for record in self._scroll(batch, whole=False):
+            yield str(record.id)
+
+    def _scroll(self, batch: int, whole: bool) -> Iterator[Record]:
         offset: Any = None
         while True:
             records: list[Record]
@@ -480,11 +489,10 @@ class QdrantServerStore(Qdrant):
                 self.collection_name,
                 limit=batch,
                 offset=offset,
-                with_payload=True,
-                with_vectors=True,
+                with_payload=whole,
+                with_vectors=whole,
             )
-            for record in records:
-                yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+            yield from records
             if offset is None:
                 return
 

@@ -440,6 +440,7 @@ def test_a_migration_killed_mid_way_resumes_where_it_stopped(tmp_path: Path):
             body = httpx.get(f"{process.url}/readyz").json()
             last = body["embedderMigration"].get("lastEvent") or {}
             if last.get("reason") == "MigrationFinished":  # reported once the drop is done
+                assert last["message"].startswith(f"the {OLD} index is dropped"), last
                 break
             assert time.monotonic() < deadline, body
             time.sleep(0.5)

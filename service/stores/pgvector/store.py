@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, LiteralString
 
 from psycopg import sql
 
@@ -392,14 +392,23 @@ class PgVectorStore:
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         """Every point as (id, dense vector, payload), a page at a time (backups)."""
-        columns = sql.SQL("SELECT id, vector::real[], payload FROM {} ").format(self._vectors)
-        first = columns + sql.SQL("ORDER BY id LIMIT %(n)s")
-        later = columns + sql.SQL("WHERE id > %(after)s::uuid ORDER BY id LIMIT %(n)s")
+        for point_id, vector, payload in self._pages("id, vector::real[], payload", batch):
+            yield str(point_id), list(vector), payload
+
+    def ids(self, batch: int = 1000) -> Iterator[str]:
+        """Every point's id, a page at a time (the primary key's index alone)."""
+        for (point_id,) in self._pages("id", batch):
+            yield str(point_id)
+
+    def _pages(self, columns: LiteralString, batch: int) -> Iterator[tuple[Any, ...]]:
+        """Rows of `columns` in id order, a page at a time."""
+        select = sql.SQL("SELECT {} FROM {} ").format(sql.SQL(columns), self._vectors)
+        first = select + sql.SQL("ORDER BY id LIMIT %(n)s")
+        later = select + sql.SQL("WHERE id > %(after)s::uuid ORDER BY id LIMIT %(n)s")
         after: str | None = None
         while True:
             rows = self._rows(first if after is None else later, {"after": after, "n": batch})
-            for point_id, vector, payload in rows:
-                yield str(point_id), list(vector), payload
+            yield from rows
             if len(rows) < batch:
                 return
             after = str(rows[-1][0])
