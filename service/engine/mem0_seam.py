@@ -323,14 +323,12 @@ def opened_entity_store(memory: AsyncMemory) -> VectorStore | None:
 def use_embedder_key(memory: AsyncMemory, api_key: str) -> None:
     """Send `api_key` with the embedder's next request (mem0's OpenAI embedder; during an
     embedder migration, every index's that has one)."""
-    indexes = getattr(memory.vector_store, "indexes", None)
-    if not isinstance(indexes, dict):
+    indexes = _indexes(memory)
+    if indexes is None:
         _use_openai_key(memory.embedding_model, api_key, "embedder")
         return
     remote = [
-        i.embedder
-        for i in indexes.values()
-        if isinstance(getattr(i.embedder, "client", None), OpenAI)
+        i.embedder for i in indexes if isinstance(getattr(i.embedder, "client", None), OpenAI)
     ]
     if not remote:
         raise TypeError("embedder: mem0's provider has no OpenAI client to give a key to")
@@ -377,14 +375,17 @@ def use_vector_store_ca(memory: AsyncMemory, ca: str) -> None:
             store.use_ca(ca)
 
 
+def _indexes(memory: AsyncMemory) -> list[Any] | None:
+    """The indexes of an embedder migration's routing layer in front of mem0's store
+    (service/migration/indexes.py), or None when the store is a plain one."""
+    indexes = getattr(memory.vector_store, "indexes", None)
+    return list(indexes.values()) if isinstance(indexes, dict) else None
+
+
 def _stores(memory: AsyncMemory) -> list[Any]:
-    """The stores behind `memory.vector_store`: every index of an embedder migration's
-    routing layer (service/migration/indexes.py), else the store itself."""
-    store = memory.vector_store
-    indexes = getattr(store, "indexes", None)
-    if isinstance(indexes, dict):
-        return [index.store for index in indexes.values()]
-    return [store]
+    """The stores behind `memory.vector_store`: every index's, else the store itself."""
+    indexes = _indexes(memory)
+    return [memory.vector_store] if indexes is None else [index.store for index in indexes]
 
 
 def memory_hash(text: str) -> str:

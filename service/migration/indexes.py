@@ -76,9 +76,6 @@ class Index:
             made = [self.embedder.embed(text, action) for text in texts]
         return [Vector(v, self.name) for v in made]
 
-    def passages(self, texts: list[str]) -> list[Vector]:
-        return self.vectors(texts, "add")
-
 
 def _tag(vector: Any) -> str | None:
     return getattr(vector, "made_for", None)
@@ -285,7 +282,7 @@ class RoutedStore:
         return stored_index_texts(payload, self.settings, stored).dense
 
     def _copy(self, index: Index, payloads: Sequence[Payload], ids: Sequence[PointId]) -> None:
-        vectors = index.passages([self.dense_text(p) for p in payloads])
+        vectors = index.vectors([self.dense_text(p) for p in payloads])
         index.store.insert(list(vectors), self.stamped(index, list(payloads)), ids)
 
     def _recopy(self, index: Index, vector_id: PointId) -> None:

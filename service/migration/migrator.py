@@ -410,7 +410,7 @@ class EmbedderMigration:
                 if record is not None:
                     found[memory_id] = dict(record.payload or {})
             unique = list(dict.fromkeys(routed.dense_text(p) for p in found.values()))
-            made = target.passages(unique) if unique else []
+            made = target.vectors(unique) if unique else []
             return found, dict(zip(unique, made, strict=True))
 
         payloads, vectors = await asyncio.to_thread(read)
@@ -426,7 +426,7 @@ class EmbedderMigration:
                         continue  # deleted, or written to both meanwhile
                     payload = dict(current.payload or {})
                     text = routed.dense_text(payload)
-                    vector = vectors.get(text) or target.passages([text])[0]  # changed since
+                    vector = vectors.get(text) or target.vectors([text])[0]  # changed since
                     copied.append(memory_id)
                     batch_vectors.append(vector)
                     batch_payloads.append(payload)

@@ -77,6 +77,7 @@ __all__ = [
     "EdgeVectorStore",
     "IndexBuildFailed",
     "dense_vector",
+    "point_of",
 ]
 
 BM25_VECTOR = "bm25"
@@ -432,13 +433,11 @@ class EdgeVectorStore:
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         """Every point as (id, dense vector, payload), a page at a time (backups)."""
-        for record in self._scroll(batch, whole=True):
-            yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+        return map(point_of, self._scroll(batch, whole=True))
 
     def ids(self, batch: int = 1000) -> Iterator[str]:
         """Every point's id, a page at a time, without reading vectors or payloads."""
-        for record in self._scroll(batch, whole=False):
-            yield str(record.id)
+        return (str(record.id) for record in self._scroll(batch, whole=False))
 
     def _scroll(self, batch: int, whole: bool) -> Iterator[Any]:
         offset: Any = None
@@ -626,6 +625,11 @@ def dense_vector(stored: Any) -> list[float]:
     beside the named sparse `bm25` vector."""
     vector = stored[""] if isinstance(stored, dict) else stored
     return list(vector or [])
+
+
+def point_of(record: Any) -> tuple[str, list[float], Payload]:
+    """(id, dense vector, payload) of a scrolled point, from either engine (`points`)."""
+    return str(record.id), dense_vector(record.vector), dict(record.payload or {})
 
 
 def _output(point: qe.ScoredPoint | qe.Record) -> OutputData:

@@ -45,7 +45,12 @@ from qdrant_client.models import (
 )
 
 from memorystore.service.retrieval import lexical
-from memorystore.service.stores.embedded import KEYWORD_INDEX_FIELDS, TENANT_FIELD, dense_vector
+from memorystore.service.stores.embedded import (
+    KEYWORD_INDEX_FIELDS,
+    TENANT_FIELD,
+    dense_vector,
+    point_of,
+)
 from memorystore.service.stores.protocol import (
     FacetValue,
     Filters,
@@ -473,13 +478,11 @@ class QdrantServerStore(Qdrant):
 
     def points(self, batch: int = 1000) -> Iterator[tuple[str, list[float], Payload]]:
         """EdgeVectorStore.points on a server: scroll the collection with vectors (backups)."""
-        for record in self._scroll(batch, whole=True):
-            yield str(record.id), dense_vector(record.vector), dict(record.payload or {})
+        return map(point_of, self._scroll(batch, whole=True))
 
     def ids(self, batch: int = 1000) -> Iterator[str]:
         """Every point's id, a page at a time, without vectors or payloads on the wire."""
-        for record in self._scroll(batch, whole=False):
-            yield str(record.id)
+        return (str(record.id) for record in self._scroll(batch, whole=False))
 
     def _scroll(self, batch: int, whole: bool) -> Iterator[Record]:
         offset: Any = None

